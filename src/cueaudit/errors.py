@@ -1,0 +1,20 @@
+"""Errors raised for bad user input: each message names the file, field or request at fault."""
+
+from __future__ import annotations
+
+
+class CueauditError(Exception):
+    """Base class of cueaudit's own errors."""
+
+
+class InputError(CueauditError, ValueError):
+    """A resource file, table or config value that cannot be used as given.
+
+    The message always names the offending file (or config key) and field.
+    """
+
+    def __init__(self, source: str, message: str, field: str | None = None) -> None:
+        self.source = source
+        self.field = field
+        where = f"{source}: field '{field}'" if field else source
+        super().__init__(f"{where}: {message}")
