@@ -1,0 +1,30 @@
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+
+
+validate_study_config(config)
+
+
+include: "workflow/rules/resources.smk"
+include: "workflow/rules/prompts.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/inference.smk"
+include: "workflow/rules/parsing.smk"
+include: "workflow/rules/analysis.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        final_outputs(),

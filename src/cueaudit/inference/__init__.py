@@ -1,0 +1,1 @@
+"""Inference backends and the shard runner that writes response tables."""

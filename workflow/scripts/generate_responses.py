@@ -1,0 +1,24 @@
+import _library  # noqa: F401  (puts src/ on the import path)
+
+from cueaudit.io import setup_logging
+
+setup_logging(snakemake.log[0])
+
+import torch  # noqa: E402
+
+from cueaudit.inference.runner import run_shard  # noqa: E402
+
+torch.set_num_threads(snakemake.threads)
+run_shard(
+    prompts_path=snakemake.input.prompts,
+    shard=int(snakemake.wildcards.shard),
+    n_shards=snakemake.params.shards,
+    model_dir=snakemake.input.model,
+    model_name=snakemake.wildcards.model,
+    model_spec=snakemake.params.model,
+    task=snakemake.wildcards.task,
+    seed=int(snakemake.wildcards.seed),
+    decoding=snakemake.params.decoding,
+    max_new_tokens=snakemake.params.max_new_tokens,
+    out_path=snakemake.output[0],
+)
