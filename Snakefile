@@ -24,6 +24,13 @@ include: "workflow/rules/analysis.smk"
 include: "workflow/rules/figures.smk"
 
 
+# Cheap jobs that run on the submitting node instead of going through the scheduler.
+localrules:
+    all,
+    prepare_names,
+    build_explicit_descriptors,
+
+
 rule all:
     default_target: True
     input:

