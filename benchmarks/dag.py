@@ -1,0 +1,102 @@
+"""Time `snakemake --dry-run` on a study at the paper's scale.
+
+Three tasks, every name source and the explicit descriptors, three models, three seeds, and
+inference shards sized for a few GPU-hours each (25 per task and model × seed: about 200,000
+prompts a shard at the paper's 5 million prompts per task). Prints jobs and seconds.
+
+    python benchmarks/dag.py [--shards 25] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def paper_scale_config(shards: int) -> dict:
+    tasks = {
+        task: {
+            "base_prompts": str(ROOT / f"resources/prompts/{task}.csv"),
+            "outcome": "usd" if task == "salary" else "binary",
+            "max_new_tokens": 16,
+            "shards": shards,
+        }
+        for task in ("healthcare", "salary", "legal")
+    }
+    models = {
+        name: {"backend": "hf", "path": f"/models/{name}", "dtype": "bfloat16", "batch_size": 64}
+        for name in ("llama-3.1-8b", "olmo2-7b", "qwen2.5-7b")
+    }
+    return {
+        "tasks": tasks,
+        "cues": {
+            "names": {
+                "lists": {
+                    source: str(ROOT / f"resources/names/{source}.csv")
+                    for source in ("rosenman", "elder_hayes", "tzioumis")
+                },
+                "per_group": None,
+            },
+            "explicit": {},
+        },
+        "models": models,
+        "seeds": [0, 1, 2],
+    }
+
+
+def dry_run(workdir: Path) -> tuple[float, int, str]:
+    start = time.perf_counter()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--dry-run",
+            "--cores",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    seconds = time.perf_counter() - start
+    match = re.search(r"^total\s+(\d+)", result.stdout, flags=re.MULTILINE)
+    return seconds, int(match.group(1)) if match else -1, result.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, default=25)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        (workdir / "config").mkdir()
+        config = paper_scale_config(args.shards)
+        (workdir / "config/config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+        timings = []
+        for _ in range(args.repeat):
+            seconds, jobs, _ = dry_run(workdir)
+            timings.append(seconds)
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"jobs: {jobs}")
+    print(f"dry-run seconds: min {min(timings):.2f}, all {[round(t, 2) for t in timings]}")
+    print(f"peak memory of snakemake: {peak_mb:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
