@@ -5,8 +5,9 @@ from pathlib import Path
 # The workflow runs its library from src/ so that a checkout works without installing it
 # (scripts do the same through workflow/scripts/_library.py).
 LIBRARY_DIR = str(Path(workflow.basedir) / "src")
-if LIBRARY_DIR not in sys.path:
-    sys.path.insert(0, LIBRARY_DIR)
+if LIBRARY_DIR in sys.path:
+    sys.path.remove(LIBRARY_DIR)
+sys.path.insert(0, LIBRARY_DIR)
 
 from cueaudit.config import check_input_files, validate_config  # noqa: E402
 
@@ -19,8 +20,28 @@ def validate_study_config(config):
     check_input_files(config)
 
 
+RACE_PREDICTION = "race_prediction"
+
+
+def race_prediction_enabled():
+    return bool(config.get("race_prediction", {}).get("enabled"))
+
+
 def task_names():
-    return list(config["tasks"])
+    """Advice tasks, then the derived race-prediction task when it is enabled."""
+    return list(config["tasks"]) + ([RACE_PREDICTION] if race_prediction_enabled() else [])
+
+
+def task_config(task):
+    if task == RACE_PREDICTION:
+        spec = config["race_prediction"]
+        return {
+            "outcome": "race",
+            "max_new_tokens": spec["max_new_tokens"],
+            "shards": spec["shards"],
+            "limit": None,
+        }
+    return config["tasks"][task]
 
 
 def model_names():
@@ -28,11 +49,11 @@ def model_names():
 
 
 def shard_ids(task):
-    return range(config["tasks"][task]["shards"])
+    return range(task_config(task)["shards"])
 
 
 wildcard_constraints:
-    task="|".join(map(re.escape, config["tasks"])),
+    task="|".join(map(re.escape, task_names())),
     model="|".join(map(re.escape, config["models"])),
     seed=r"\d+",
     shard=r"\d+",
@@ -40,7 +61,7 @@ wildcard_constraints:
 
 
 def task_spec(wildcards):
-    return config["tasks"][wildcards.task]
+    return task_config(wildcards.task)
 
 
 def task_base_prompts(wildcards):
@@ -122,7 +143,7 @@ def all_outcome_tables():
 
 
 def task_outcome_kinds():
-    return {task: spec["outcome"] for task, spec in config["tasks"].items()}
+    return {task: task_config(task)["outcome"] for task in task_names()}
 
 
 def analysis_settings():

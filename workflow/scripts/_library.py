@@ -4,5 +4,7 @@ import sys
 from pathlib import Path
 
 LIBRARY_DIR = str(Path(__file__).resolve().parents[2] / "src")
-if LIBRARY_DIR not in sys.path:
-    sys.path.insert(0, LIBRARY_DIR)
+# First on the path, ahead of any other installed copy of cueaudit.
+if LIBRARY_DIR in sys.path:
+    sys.path.remove(LIBRARY_DIR)
+sys.path.insert(0, LIBRARY_DIR)
