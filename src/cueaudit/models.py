@@ -63,21 +63,65 @@ def prepare_model(name: str, spec: Mapping[str, Any], out_dir: str | Path) -> di
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    gguf = gguf_source(spec)
     manifest: dict[str, Any] = {"name": name, "backend": spec["backend"]}
-    if gguf is not None:
-        _convert_gguf(gguf, tmp, spec.get("dtype", "float32"))
-        manifest |= {
-            "source": str(gguf),
-            "weights_sha256": file_sha256(gguf),
-            "load_path": ".",
-        }
+    if spec["backend"] == "openai":
+        # Nothing to download: the identity is the dated model snapshot at its endpoint.
+        openai = spec.get("openai", {})
+        model = openai.get("model", name)
+        base_url = openai.get("base_url") or "https://api.openai.com/v1"
+        manifest |= {"source": base_url, "weights_sha256": None, "load_path": None}
+        manifest["model_id"] = f"openai:{model}@{base_url}"
     else:
-        manifest |= {"source": spec["path"], "weights_sha256": None, "load_path": spec["path"]}
+        gguf = gguf_source(spec)
+        if gguf is not None:
+            _convert_gguf(gguf, tmp, spec.get("dtype", "float32"))
+            digest = file_sha256(gguf)
+            manifest |= {"source": str(gguf), "weights_sha256": digest, "load_path": "."}
+            manifest["model_id"] = f"sha256:{digest}"
+        elif "path" not in spec:
+            raise InputError("config", "a model needs 'path' or 'gguf_file'", "path")
+        else:
+            manifest |= {"source": spec["path"], "weights_sha256": None, "load_path": spec["path"]}
+            manifest["model_id"] = resolve_model_id(spec["path"], spec.get("revision"))
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return manifest
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf", ".json", ".model", ".jinja")
+
+
+def folder_digest(folder: Path) -> str:
+    """SHA-256 over the weight, config and tokenizer files of a local model folder."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.suffix in WEIGHT_SUFFIXES and path.name != MANIFEST:
+            digest.update(f"{path.relative_to(folder)}\0{file_sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def resolve_model_id(path: str, revision: str | None = None) -> str:
+    """Identity of a model's weights for the response cache: never a mutable name.
+
+    A local folder is hashed; a hub id resolves (offline, from the local hub cache) to the
+    commit hash of the snapshot it loads, so ``main`` moving to new weights changes the id.
+    """
+    folder = Path(path)
+    if folder.is_dir():
+        return f"sha256:{folder_digest(folder)}"
+    try:
+        from huggingface_hub import snapshot_download
+
+        snapshot = snapshot_download(path, revision=revision, local_files_only=True)
+    except Exception as error:  # hub errors have many types
+        raise InputError(
+            "config",
+            f"model '{path}' is neither a local folder nor in the local hub cache ({error}); "
+            "download it once with `hf download` on a node with network access",
+            "path",
+        ) from error
+    return f"hf:{path}@{Path(snapshot).name}"
 
 
 def _convert_gguf(gguf: Path, out: Path, dtype: str) -> None:
@@ -106,4 +150,7 @@ def load_manifest(model_dir: str | Path) -> dict[str, Any]:
     manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     load_path = manifest["load_path"]
     manifest["resolved_path"] = str(Path(model_dir)) if load_path == "." else load_path
+    if "model_id" not in manifest:  # manifests written before model ids were recorded
+        digest = manifest.get("weights_sha256")
+        manifest["model_id"] = f"sha256:{digest}" if digest else manifest["source"]
     return manifest

@@ -172,3 +172,14 @@ def sample_names(names: pl.DataFrame, per_group: int | None, seed: int) -> pl.Da
         order = sorted(range(group.height), key=lambda i: (keys[i], i))[:per_group]
         picked.append(group[sorted(order)])
     return pl.concat(picked, how="vertical") if picked else ordered
+
+
+def names_from_derived(path: str | Path) -> pl.DataFrame:
+    """The name table (``name, race, gender, source``) of derived lists (derive_names)."""
+    frame = pl.read_parquet(path)
+    missing = [col for col in NAME_COLUMNS if col not in frame.columns]
+    if missing:
+        raise InputError(str(path), "required column missing", field=missing[0])
+    if frame.height == 0:
+        raise InputError(str(path), "no derived names")
+    return frame.select(NAME_COLUMNS).cast(dict.fromkeys(NAME_COLUMNS, pl.String))

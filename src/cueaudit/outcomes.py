@@ -9,9 +9,9 @@ from typing import Final, Literal
 import polars as pl
 
 from cueaudit.io import write_parquet
-from cueaudit.parsing import parse_answers
+from cueaudit.parsing import parse_answers, parse_race_answers
 
-OutcomeKind = Literal["binary", "usd"]
+OutcomeKind = Literal["binary", "usd", "race"]
 
 OUTCOME_SCHEMA: Final = {
     "prompt_uid": pl.String,
@@ -22,6 +22,7 @@ OUTCOME_SCHEMA: Final = {
     "parse_error": pl.String,
     "p_affirmative": pl.Float64,
     "answer_mass": pl.Float64,
+    "answer_label": pl.String,  # race prediction: Black / White / Unknown (null otherwise)
 }
 
 
@@ -32,7 +33,15 @@ def parse_responses(responses: pl.DataFrame, kind: OutcomeKind) -> pl.DataFrame:
     read); for yes/no tasks ``p_affirmative`` is P(Yes) / (P(Yes) + P(No)) at the first
     generated token and ``answer_mass`` is P(Yes) + P(No).
     """
-    parsed = parse_answers(responses["completion"], kind)
+    if kind == "race":
+        labels = parse_race_answers(responses["completion"])
+        parsed = pl.DataFrame(
+            {"outcome": pl.Series([None] * responses.height, dtype=pl.Float64)}
+        ).with_columns(parse_error=labels["parse_error"], label=labels["label"])
+    else:
+        parsed = parse_answers(responses["completion"], kind).with_columns(
+            label=pl.lit(None, pl.String)
+        )
     mass = responses["p_yes"] + responses["p_no"]
     binary = kind == "binary"
     return (
@@ -40,11 +49,13 @@ def parse_responses(responses: pl.DataFrame, kind: OutcomeKind) -> pl.DataFrame:
         .with_columns(
             answer=parsed["outcome"],
             parse_error=parsed["parse_error"],
+            answer_label=parsed["label"],
             p_affirmative=(
                 pl.when(pl.lit(binary) & (mass > 0)).then(responses["p_yes"] / mass).otherwise(None)
             ),
             answer_mass=pl.when(pl.lit(binary)).then(mass).otherwise(None),
         )
+        .select(list(OUTCOME_SCHEMA))
         .cast(OUTCOME_SCHEMA)
     )
 

@@ -6,8 +6,9 @@ Every failure has a short machine-readable reason (see ``REASONS``) instead of a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import polars as pl
 
@@ -22,6 +23,8 @@ REASONS: Final = {
     "no_number": "no usable dollar amount",
     "not_yearly": "the amount is hourly, daily, weekly or monthly",
     "implausible_amount": "the yearly amount is outside the plausibility bounds",
+    "no_race_label": "none of Black, White or Unknown as the answer",
+    "several_race_labels": "more than one of Black, White and Unknown",
 }
 
 
@@ -215,25 +218,56 @@ def parse_usd(
     return ParsedAnswer(value)
 
 
-def parse_answers(texts: pl.Series, kind: Literal["binary", "usd"]) -> pl.DataFrame:
-    """Parse a column of answers: columns ``outcome`` (Float64) and ``parse_error`` (String,
-    null when parsed). Each distinct answer is parsed once."""
-    parsers = {"binary": parse_binary, "usd": parse_usd}
-    if kind not in parsers:
-        raise InputError("parse_answers", f"unknown answer kind {kind!r}", field="kind")
+# --- race labels (race prediction, Appendix C.1.1) ----------------------------------------
+RACE_LABELS: Final = ("Black", "White", "Unknown")
+_RACE_WORD_RE = re.compile(r"(?<![\w-])(black|white|unknown)(?![\w-])", re.IGNORECASE)
+_RACE_FIRST_RE = re.compile(r"(black|white|unknown)[\s\"'`*_“”‘’]*(?:$|[.,;:!)\n])", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ParsedLabel:
+    """A parsed label from RACE_LABELS, or ``label=None`` with a ``reason`` from REASONS."""
+
+    label: str | None
+    reason: str | None = None
+
+
+def parse_race(text: str | None) -> ParsedLabel:
+    """'Black', '**white**.', 'Unknown' -> the label. The first word decides when it is a
+    label; otherwise the first sentence must name exactly one label."""
+    if text is None or not text.strip():
+        return ParsedLabel(None, "empty")
+    body = _LEAD_RE.sub("", text, count=1)
+    first = _RACE_FIRST_RE.match(body)
+    if first:
+        return ParsedLabel(first.group(1).capitalize())
+    first_sentence = _SENTENCE_END_RE.split(body, maxsplit=1)[0]
+    words = {w.capitalize() for w in _RACE_WORD_RE.findall(first_sentence)}
+    if len(words) == 1:
+        return ParsedLabel(words.pop())
+    if words:
+        return ParsedLabel(None, "several_race_labels")
+    if _REFUSAL_RE.search(text):
+        return ParsedLabel(None, "refusal")
+    return ParsedLabel(None, "no_race_label")
+
+
+def _parse_each_distinct(
+    texts: pl.Series, parse: Callable[[str], Any], column: str, dtype: Any, attribute: str
+) -> pl.DataFrame:
+    """Parse each distinct answer once and map the results back onto every row."""
     if texts.dtype not in (pl.String, pl.Null):
         raise InputError("parse_answers", f"answers must be strings, got {texts.dtype}", "text")
-    parse = parsers[kind]
     keys = texts.cast(pl.String).fill_null("")
     uniques = keys.unique().to_list()
     parsed = [parse(t) for t in uniques]
     lookup = pl.DataFrame(
         {
             "_text": uniques,
-            "outcome": [p.value for p in parsed],
+            column: [getattr(p, attribute) for p in parsed],
             "parse_error": [p.reason for p in parsed],
         },
-        schema={"_text": pl.String, "outcome": pl.Float64, "parse_error": pl.String},
+        schema={"_text": pl.String, column: dtype, "parse_error": pl.String},
     )
     return (
         keys.rename("_text")
@@ -241,5 +275,19 @@ def parse_answers(texts: pl.Series, kind: Literal["binary", "usd"]) -> pl.DataFr
         .with_row_index("_row")
         .join(lookup, on="_text", how="left")
         .sort("_row")
-        .select("outcome", "parse_error")
+        .select(column, "parse_error")
     )
+
+
+def parse_race_answers(texts: pl.Series) -> pl.DataFrame:
+    """Columns ``label`` (String) and ``parse_error`` for a column of race answers."""
+    return _parse_each_distinct(texts, parse_race, "label", pl.String, "label")
+
+
+def parse_answers(texts: pl.Series, kind: Literal["binary", "usd"]) -> pl.DataFrame:
+    """Parse a column of answers: columns ``outcome`` (Float64) and ``parse_error`` (String,
+    null when parsed). Each distinct answer is parsed once. (Race labels: parse_race_answers.)"""
+    parsers = {"binary": parse_binary, "usd": parse_usd}
+    if kind not in parsers:
+        raise InputError("parse_answers", f"unknown answer kind {kind!r}", field="kind")
+    return _parse_each_distinct(texts, parsers[kind], "outcome", pl.Float64, "value")

@@ -26,11 +26,16 @@ def register_views(
     outcomes: Sequence[str | Path],
     task_outcomes: Mapping[str, str],
     binary_outcome: BinaryOutcome = "answer",
+    race_prediction_task: str = "race_prediction",
 ) -> None:
-    """Create views ``prompts``, ``outcomes`` and ``observations`` (the analysis input).
+    """Create views ``prompts``, ``outcomes`` and ``observations`` (the analysis input), and
+    ``race_predictions`` when the race-prediction task's outcomes carry ``answer_label``.
 
-    ``observations`` has one row per response with its cue and the outcome analysed: the
-    parsed answer, or for yes/no tasks with ``binary_outcome="probability"`` P(Yes | Yes or No).
+    ``observations`` has one row per response of an advice task (outcome kind ``binary`` or
+    ``usd``) with its cue, the prompt's ``fk_grade`` (null when the prompt tables have none)
+    and the outcome analysed: the parsed answer, or for yes/no tasks with
+    ``binary_outcome="probability"`` P(Yes | Yes or No). ``race_predictions`` has one row per
+    race-prediction response: model, seed, source_prompt_uid, source_task, predicted.
     """
     con.execute(f"CREATE OR REPLACE VIEW prompts AS SELECT * FROM {_files(prompts)}")
     con.execute(f"CREATE OR REPLACE VIEW outcomes AS SELECT * FROM {_files(outcomes)}")
@@ -40,26 +45,55 @@ def register_views(
     )
     con.register("task_outcome_kinds", kinds)
     use_probability = "TRUE" if binary_outcome == "probability" else "FALSE"
+    prompt_columns = set(con.sql("SELECT * FROM prompts LIMIT 0").columns)
+    outcome_columns = set(con.sql("SELECT * FROM outcomes LIMIT 0").columns)
+    fk = "p.fk_grade" if "fk_grade" in prompt_columns else "CAST(NULL AS DOUBLE)"
     con.execute(
         f"""
         CREATE OR REPLACE VIEW observations AS
         SELECT o.model, o.seed, o.task, o.prompt_uid, p.base_id, p.cue, p.cue_type,
                p.cue_source, p.race, p.gender, p.cue_value,
+               CAST({fk} AS DOUBLE) AS fk_grade,
                CASE WHEN k.outcome_kind = 'binary' AND {use_probability}
                     THEN o.p_affirmative ELSE o.answer END AS outcome
         FROM outcomes o
         JOIN prompts p USING (prompt_uid, task)
         JOIN task_outcome_kinds k USING (task)
+        WHERE k.outcome_kind IN ('binary', 'usd')
         """
     )
+    if {"source_prompt_uid"} <= prompt_columns and "answer_label" in outcome_columns:
+        con.execute(
+            f"""
+            CREATE OR REPLACE VIEW race_predictions AS
+            SELECT o.model, o.seed, p.source_prompt_uid, p.source_task,
+                   CAST(o.answer_label AS VARCHAR) AS predicted
+            FROM outcomes o JOIN prompts p USING (prompt_uid, task)
+            WHERE o.task = '{race_prediction_task.replace("'", "''")}'
+            """
+        )
+
+
+def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """True if a table or view ``name`` exists in the connection."""
+    try:
+        con.sql(f"SELECT * FROM {name} LIMIT 0")
+    except duckdb.CatalogException:
+        return False
+    return True
 
 
 def parse_rates(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """Parse rate of the generated answers per model × task × cue, with the main failure."""
+    """Parse rate of the generated answers per model × task × cue, with the main failure.
+    A race-prediction answer counts as parsed when it carries an ``answer_label``."""
+    columns = set(con.sql("SELECT * FROM outcomes LIMIT 0").columns)
+    label = "o.answer_label" if "answer_label" in columns else "NULL"
     return con.sql(
-        """
+        f"""
         WITH joined AS (
-            SELECT o.model, o.task, p.cue, o.answer, o.parse_error, o.p_affirmative
+            SELECT o.model, o.task, p.cue,
+                   CASE WHEN o.answer IS NOT NULL OR {label} IS NOT NULL THEN 1 END AS answer,
+                   o.parse_error, o.p_affirmative
             FROM outcomes o JOIN prompts p USING (prompt_uid, task)
         ),
         error_counts AS (

@@ -18,9 +18,17 @@ ANALYSIS_RULES = {
     "summarise_parse_rates",
     "compute_validity",
     "compute_outcome_ratios",
+    "compute_group_means",
+    "compute_race_prediction",
+    "compute_readability",
+    "compute_regressions",
+    "compute_sample_sizes",
+    "export_replication",
     "build_database",
     "plot_validity_heatmaps",
+    "plot_validity_across",
     "plot_outcome_ratios",
+    "plot_group_means",
     "all",
 }
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")

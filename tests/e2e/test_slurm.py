@@ -51,15 +51,16 @@ def responses(workdir: Path) -> pl.DataFrame:
 
 def submitted_jobs(since: float) -> list[dict[str, str]]:
     """Jobs Slurm knows of (MinJobAge keeps finished ones), submitted after ``since``."""
+    fields = "JobID:16,SubmitTime:24,Partition:16,tres-per-job:32,Comment:400"
     out = subprocess.run(
-        ["squeue", "--states=all", "-h", "-o", "%i|%V|%P|%b|%k"],
+        ["squeue", "--states=all", "-h", "-O", fields],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     jobs = []
     for line in out.splitlines():
-        job_id, submitted, partition, gres, comment = line.split("|", 4)
+        job_id, submitted, partition, gres, comment = [*line.split(), "", ""][:5]
         stamp = time.mktime(time.strptime(submitted, "%Y-%m-%dT%H:%M:%S"))
         if stamp >= since - 1:
             jobs.append({"id": job_id, "partition": partition, "gres": gres, "comment": comment})

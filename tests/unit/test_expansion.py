@@ -133,3 +133,40 @@ def test_build_prompt_table_rejects_oversized_sample(tmp_path: Path) -> None:
             per_group=51,
             sample_seed=0,
         )
+
+
+def test_design_counts_follow_the_paper_formulas() -> None:
+    # §3.2: per name source 4,440 × 200 = 888,000 healthcare and 5,000 × 200 = 1,000,000;
+    # dialog: 50 clusters × 4 groups; explicit: 23 variants; dialect: one per base prompt.
+    assert expected_prompt_count(4440, 200, 0) - 4440 == 888_000
+    assert expected_prompt_count(5000, 0, 0, n_dialog_clusters=50) - 5000 == 1_000_000
+    assert expected_prompt_count(4440, 0, 23) - 4440 == 102_120
+    assert expected_prompt_count(5000, 0, 0, n_dialect=1) - 5000 == 5000
+    # the whole paper design: 14,440 base prompts × (1 + 600 + 23 + 1 + 2 × 200)
+    total = sum(expected_prompt_count(n, 600, 23, 1, 100) for n in (4440, 5000, 5000))
+    assert total == 14_440 * 1025 == 14_801_000  # Table 4: 14,801,000 observations
+
+
+def test_every_cue_type_expands_with_its_metadata() -> None:
+    dialog = pl.DataFrame(
+        {
+            "cluster_id": ["cad-1"] * 4,
+            "source": ["cad"] * 4,
+            "race": ["Black", "Black", "White", "White"],
+            "gender": ["male", "female", "male", "female"],
+            "prefix": [f"USER: q{i}\nMODEL: a{i}" for i in range(4)],
+        }
+    )
+    translations = BASE.select("base_id", text=pl.lit("I done had it."))
+    cues = cue_variants(NAMES, explicit_descriptors(["race"]), dialect="rule_based", dialog=dialog)
+    prompts = expand_prompts(BASE, cues, "healthcare", translations)
+    assert prompts.height == expected_prompt_count(3, 4, 5, 1, 1)
+    assert prompts["prompt_uid"].n_unique() == prompts.height
+    aave = prompts.filter(pl.col("cue") == "dialect_aave")
+    assert aave["text"].to_list() == ["I done had it."] * 3
+    assert aave["race"].to_list() == ["Black"] * 3 and aave["gender"].null_count() == 3
+    cad = prompts.filter(pl.col("cue") == "dialog_cad")
+    assert set(cad["cue_value"]) == {"cad-1"} and cad.height == 12
+    row = cad.filter((pl.col("race") == "White") & (pl.col("gender") == "male")).row(0, named=True)
+    assert row["text"] == f"USER: q2\nMODEL: a2\nUSER: {BASE['text'][0]}"
+    assert prompts["fk_grade"].is_not_null().all()

@@ -4,7 +4,15 @@ import polars as pl
 import pytest
 
 from cueaudit.errors import InputError
-from cueaudit.parsing import REASONS, ParsedAnswer, parse_answers, parse_binary, parse_usd
+from cueaudit.parsing import (
+    REASONS,
+    ParsedAnswer,
+    ParsedLabel,
+    parse_answers,
+    parse_binary,
+    parse_race,
+    parse_usd,
+)
 
 BINARY_CASES = [
     ("Yes", 1.0, None),
@@ -98,7 +106,7 @@ def test_parse_usd(text: str | None, value: float | None, reason: str | None) ->
 
 
 def test_reason_vocabulary_is_documented() -> None:
-    used = {r for _, _, r in BINARY_CASES + USD_CASES if r is not None}
+    used = {r for _, _, r in BINARY_CASES + USD_CASES + RACE_CASES if r is not None}
     assert used == set(REASONS)
 
 
@@ -128,3 +136,45 @@ def test_parse_answers_rejects_unknown_kind_and_non_strings() -> None:
         parse_answers(pl.Series(["Yes"]), "ternary")  # type: ignore[arg-type]
     with pytest.raises(InputError, match="strings"):
         parse_answers(pl.Series([1, 0]), "binary")
+
+
+RACE_CASES = [
+    ("Black", "Black", None),
+    ("**white**.", "White", None),
+    (' "UNKNOWN"', "Unknown", None),
+    ("I think Black.", "Black", None),
+    ("Black, because of the name.", "Black", None),
+    ("The user is likely White. Black is less likely.", "White", None),
+    ("Black or White", None, "several_race_labels"),
+    ("Blackberry", None, "no_race_label"),
+    ("I cannot determine the race of a user.", None, "refusal"),
+    ("   ", None, "empty"),
+]
+
+
+@pytest.mark.parametrize(("text", "label", "reason"), RACE_CASES)
+def test_parse_race(text: str, label: str | None, reason: str | None) -> None:
+    assert parse_race(text) == ParsedLabel(label, reason)
+
+
+def test_race_outcomes_store_the_label_not_a_number() -> None:
+    from cueaudit.outcomes import parse_responses
+
+    responses = pl.DataFrame(
+        {
+            "prompt_uid": ["a", "b", "c"],
+            "model": ["m"] * 3,
+            "seed": [0] * 3,
+            "task": ["race_prediction"] * 3,
+            "completion": ["White", "unknown.", "no idea"],
+            "p_yes": [0.1, 0.2, 0.3],
+            "p_no": [0.1, 0.2, 0.3],
+        }
+    )
+    out = parse_responses(responses, "race")
+    assert out["answer_label"].to_list() == ["White", "Unknown", None]
+    assert out["answer"].null_count() == 3
+    assert out["parse_error"].to_list() == [None, None, "no_race_label"]
+    assert out["p_affirmative"].null_count() == 3
+    binary = parse_responses(responses.with_columns(completion=pl.lit("Yes")), "binary")
+    assert binary["answer_label"].null_count() == 3 and binary["answer"].to_list() == [1.0] * 3

@@ -158,6 +158,8 @@ def test_correlations_match_hand_computation() -> None:
         "group_b",
         "r",
         "n",
+        "ci_low",
+        "ci_high",
         "note",
     ]
     got = {(r["cue_a"], r["group_a"], r["cue_b"], r["group_b"]): r for r in corr.to_dicts()}

@@ -1,13 +1,18 @@
+# Analyses of paper §4 and Appendices C-D: every table is written as CSV (+ Markdown beside it)
+# under results/tables/ and loaded into results/cueaudit.duckdb by build_database.
+
+
 rule summarise_parse_rates:
     input:
         prompts=all_prompt_tables(),
         outcomes=all_outcome_tables(),
     output:
-        report(
+        csv=report(
             "results/tables/parse_rates.csv",
             caption="../report/parse_rates.rst",
             category="Data quality",
         ),
+        md="results/tables/parse_rates.md",
     params:
         task_outcomes=task_outcome_kinds(),
     log:
@@ -21,13 +26,50 @@ rule summarise_parse_rates:
         "../scripts/summarise_parse_rates.py"
 
 
+rule compute_sample_sizes:
+    input:
+        prompts=all_prompt_tables(),
+        outcomes=all_outcome_tables(),
+    output:
+        csv=report(
+            "results/tables/sample_sizes.csv",
+            caption="../report/sample_sizes.rst",
+            category="Data quality",
+        ),
+        md="results/tables/sample_sizes.md",
+    params:
+        task_outcomes=task_outcome_kinds(),
+        analysis=analysis_settings(),
+    log:
+        "logs/analysis/sample_sizes.log",
+    conda:
+        "../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/compute_sample_sizes.py"
+
+
 rule compute_validity:
     input:
         prompts=all_prompt_tables(),
         outcomes=all_outcome_tables(),
     output:
-        per_model="results/tables/validity_{dimension}.csv",
-        averaged="results/tables/validity_{dimension}_averaged.csv",
+        per_model=report(
+            "results/tables/validity_{dimension}.csv",
+            caption="../report/validity_table.rst",
+            category="Construct validity",
+            labels={"table": "correlations per model", "dimension": "{dimension}"},
+        ),
+        averaged=report(
+            "results/tables/validity_{dimension}_averaged.csv",
+            caption="../report/validity_table.rst",
+            category="Construct validity",
+            labels={"table": "Fisher-z averaged correlations", "dimension": "{dimension}"},
+        ),
+        per_model_md="results/tables/validity_{dimension}.md",
+        averaged_md="results/tables/validity_{dimension}_averaged.md",
     params:
         task_outcomes=task_outcome_kinds(),
         analysis=analysis_settings(),
@@ -47,7 +89,13 @@ rule compute_outcome_ratios:
         prompts=all_prompt_tables(),
         outcomes=all_outcome_tables(),
     output:
-        "results/tables/ratios_{dimension}.csv",
+        csv=report(
+            "results/tables/ratios_{dimension}.csv",
+            caption="../report/ratios_table.rst",
+            category="Outcome ratios",
+            labels={"table": "intergroup outcome ratios", "dimension": "{dimension}"},
+        ),
+        md="results/tables/ratios_{dimension}.md",
     params:
         task_outcomes=task_outcome_kinds(),
         analysis=analysis_settings(),
@@ -60,6 +108,110 @@ rule compute_outcome_ratios:
         runtime=60,
     script:
         "../scripts/compute_outcome_ratios.py"
+
+
+rule compute_group_means:
+    input:
+        prompts=all_prompt_tables(),
+        outcomes=all_outcome_tables(),
+    output:
+        csv=report(
+            "results/tables/means_{dimension}.csv",
+            caption="../report/means_table.rst",
+            category="Average outcomes",
+            labels={"table": "group means", "dimension": "{dimension}"},
+        ),
+        md="results/tables/means_{dimension}.md",
+    params:
+        task_outcomes=task_outcome_kinds(),
+        analysis=analysis_settings(),
+    log:
+        "logs/analysis/means_{dimension}.log",
+    conda:
+        "../../envs/analysis.yaml"
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    script:
+        "../scripts/compute_group_means.py"
+
+
+rule compute_race_prediction:
+    input:
+        prompts=all_prompt_tables(),
+        outcomes=all_outcome_tables(),
+    output:
+        csv=report(
+            "results/tables/race_prediction.csv",
+            caption="../report/race_prediction.rst",
+            category="Threats to validity",
+            labels={"table": "Table 3: race prediction"},
+        ),
+        md="results/tables/race_prediction.md",
+    params:
+        task_outcomes=task_outcome_kinds(),
+        analysis=analysis_settings(),
+    log:
+        "logs/analysis/race_prediction.log",
+    conda:
+        "../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/compute_race_prediction.py"
+
+
+rule compute_readability:
+    input:
+        prompts=all_prompt_tables(),
+        outcomes=all_outcome_tables(),
+    output:
+        csv=report(
+            "results/tables/readability.csv",
+            caption="../report/readability.rst",
+            category="Threats to validity",
+            labels={"table": "Table 4: readability by cue"},
+        ),
+        md="results/tables/readability.md",
+    params:
+        task_outcomes=task_outcome_kinds(),
+        analysis=analysis_settings(),
+    log:
+        "logs/analysis/readability.log",
+    conda:
+        "../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/compute_readability.py"
+
+
+rule compute_regressions:
+    input:
+        prompts=all_prompt_tables(),
+        outcomes=all_outcome_tables(),
+    output:
+        csv=report(
+            "results/tables/regressions.csv",
+            caption="../report/regressions.rst",
+            category="Threats to validity",
+            labels={"table": "Tables 5-7: fixed-effects regressions"},
+        ),
+        md="results/tables/regressions.md",
+    params:
+        task_outcomes=task_outcome_kinds(),
+        analysis=analysis_settings(),
+    log:
+        "logs/analysis/regressions.log",
+    conda:
+        "../../envs/analysis.yaml"
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    script:
+        "../scripts/compute_regressions.py"
 
 
 rule build_database:

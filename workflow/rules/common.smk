@@ -159,6 +159,11 @@ def analysis_tables():
             for d in DIMENSIONS
         },
         **{f"ratios_{d}": f"results/tables/ratios_{d}.csv" for d in DIMENSIONS},
+        **{f"means_{d}": f"results/tables/means_{d}.csv" for d in DIMENSIONS},
+        "sample_sizes": "results/tables/sample_sizes.csv",
+        "race_prediction": "results/tables/race_prediction.csv",
+        "readability": "results/tables/readability.csv",
+        "regressions": "results/tables/regressions.csv",
     }
 
 
@@ -167,4 +172,101 @@ def final_outputs():
         "results/cueaudit.duckdb",
         *expand("results/figures/validity_{dimension}.png", dimension=DIMENSIONS),
         *expand("results/figures/ratios_{dimension}.png", dimension=DIMENSIONS),
+        *expand("results/figures/validity_{dimension}_across.png", dimension=DIMENSIONS),
+        *expand("results/figures/means_{dimension}.png", dimension=DIMENSIONS),
+        *(
+            ["results/replication"]
+            if config.get("analysis", {}).get("replication_export", True)
+            else []
+        ),
     ]
+
+
+# Cue-resource inputs: name derivation, AAVE translation, dialog clusters, race prediction.
+
+def names_settings():
+    return config.get("cues", {}).get("names") or {}
+
+
+def use_derived_names():
+    return names_settings().get("use") == "derived"
+
+
+def name_derivation_config():
+    return names_settings().get("derive") or {}
+
+
+def name_derivation_files():
+    """Source files named by path in cues.names.derive (packaged copies have no input)."""
+    spec = name_derivation_config()
+    return [
+        spec[source]["path"]
+        for source in ("ssa", "rosenman", "tzioumis", "elder_hayes")
+        if source in spec and spec[source].get("path")
+    ]
+
+
+def prepare_names_inputs():
+    if use_derived_names():
+        return {"derived": "results/resources/names_derived.parquet"}
+    return {"lists": list(name_list_files().values())}
+
+
+def dialect_config():
+    return config.get("cues", {}).get("dialect")
+
+
+def dialect_enabled():
+    return dialect_config() is not None
+
+
+def dialect_task_inputs():
+    """task -> [base-prompt CSV, limit] for every advice task (translated once each)."""
+    return {
+        task: [spec["base_prompts"], spec.get("limit")] for task, spec in config["tasks"].items()
+    }
+
+
+def dialect_base_prompt_files():
+    return [spec["base_prompts"] for spec in config["tasks"].values()]
+
+
+def dialog_config():
+    return config.get("cues", {}).get("dialog") or {}
+
+
+def dialog_sources():
+    return [source for source in ("cad", "prism") if source in dialog_config()]
+
+
+def dialog_source_paths(wildcards):
+    return dict(dialog_config()[wildcards.source])
+
+
+def dialog_source_files(wildcards):
+    return list(dialog_source_paths(wildcards).values())
+
+
+def dialog_settings():
+    return {key: dialog_config().get(key) for key in ("n_clusters", "seed")}
+
+
+def prompt_cue_inputs(wildcards):
+    """Optional inputs of expand_prompts: the dialect translations and dialog clusters."""
+    inputs = {}
+    if dialect_enabled():
+        inputs["translations"] = "results/resources/dialect_aave.parquet"
+    if dialog_sources():
+        inputs["dialog"] = expand(
+            "results/resources/dialog_{source}.parquet", source=dialog_sources()
+        )
+    return inputs
+
+
+def race_prediction_source_tables():
+    tasks = config["race_prediction"]["tasks"] or list(config["tasks"])
+    return expand("results/prompts/{task}.parquet", task=tasks)
+
+
+def advice_task_pattern():
+    return "|".join(map(re.escape, config["tasks"]))

@@ -1,3 +1,7 @@
+# Answers are served from the response cache (results/cache/responses/, see
+# src/cueaudit/inference/cache.py) when the model, weights, decoding and prompt are unchanged:
+# a rerun triggered by a code or params change makes no model call for them. Batch API state
+# lives in results/cache/batches/. Neither folder is a rule output, so reruns keep them.
 rule generate_responses:
     input:
         prompts="results/prompts/{task}.parquet",
@@ -9,6 +13,7 @@ rule generate_responses:
         decoding=config["decoding"],
         max_new_tokens=task_max_new_tokens,
         shards=task_shards,
+        cache_dir="results/cache/responses",
     threads: 2
     log:
         "logs/inference/{model}/seed{seed}/{task}/{shard}.log",

@@ -1,10 +1,13 @@
 rule expand_prompts:
     input:
+        unpack(prompt_cue_inputs),
         base_prompts=task_base_prompts,
         names="results/resources/names.parquet",
         explicit="results/resources/explicit_descriptors.parquet",
     output:
         "results/prompts/{task}.parquet",
+    wildcard_constraints:
+        task=advice_task_pattern(),
     params:
         names=names_config(),
         limit=task_limit,

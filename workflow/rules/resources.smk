@@ -1,6 +1,31 @@
+rule derive_names:
+    input:
+        name_derivation_files(),
+        published=list(name_list_files().values()),
+    output:
+        derived="results/resources/names_derived.parquet",
+        overlap=report(
+            "results/tables/name_overlap.csv",
+            caption="../report/name_overlap.rst",
+            category="Cue resources",
+        ),
+    params:
+        derive=name_derivation_config(),
+        published=name_list_files(),
+    log:
+        "logs/resources/derive_names.log",
+    conda:
+        "../../envs/data.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/derive_names.py"
+
+
 rule prepare_names:
     input:
-        list(name_list_files().values()),
+        **prepare_names_inputs(),
     output:
         "results/resources/names.parquet",
     log:

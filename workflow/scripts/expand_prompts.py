@@ -14,6 +14,8 @@ prompts = build_prompt_table(
     per_group=snakemake.params.names.get("per_group"),
     sample_seed=snakemake.params.names.get("sample_seed", 0),
     limit=snakemake.params.limit,
+    translations_path=snakemake.input.get("translations"),
+    dialog_paths=list(snakemake.input.get("dialog", [])) or None,
 )
 write_parquet(prompts, snakemake.output[0])
 log.info("%d prompts: %s", prompts.height, dict(prompts["cue"].value_counts().iter_rows()))

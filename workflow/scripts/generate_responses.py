@@ -4,11 +4,9 @@ from cueaudit.io import setup_logging
 
 setup_logging(snakemake.log[0])
 
-import torch  # noqa: E402
+from cueaudit.inference.runner import run_shard, set_threads  # noqa: E402
 
-from cueaudit.inference.runner import run_shard  # noqa: E402
-
-torch.set_num_threads(snakemake.threads)
+set_threads(snakemake.threads)
 run_shard(
     prompts_path=snakemake.input.prompts,
     shard=int(snakemake.wildcards.shard),
@@ -21,4 +19,5 @@ run_shard(
     decoding=snakemake.params.decoding,
     max_new_tokens=snakemake.params.max_new_tokens,
     out_path=snakemake.output[0],
+    cache_dir=snakemake.params.cache_dir,
 )

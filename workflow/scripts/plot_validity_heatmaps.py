@@ -10,6 +10,6 @@ from cueaudit.figures import plot_correlation_heatmaps  # noqa: E402
 plot_correlation_heatmaps(
     pl.read_csv(snakemake.input[0], infer_schema_length=None),
     snakemake.wildcards.dimension,
-    snakemake.output[0],
-    kind="within",
+    snakemake.output.pdf,
+    kind=snakemake.params.kind,
 )

@@ -4,8 +4,11 @@ from cueaudit.io import setup_logging, write_parquet
 
 log = setup_logging(snakemake.log[0])
 
-from cueaudit.names import load_name_lists  # noqa: E402
+from cueaudit.names import load_name_lists, names_from_derived  # noqa: E402
 
-names = load_name_lists(snakemake.input)
+if hasattr(snakemake.input, "derived"):
+    names = names_from_derived(snakemake.input.derived)
+else:
+    names = load_name_lists(snakemake.input.lists)
 write_parquet(names, snakemake.output[0])
-log.info("%d names from %d lists", names.height, len(snakemake.input))
+log.info("%d names from %s", names.height, list(snakemake.input))

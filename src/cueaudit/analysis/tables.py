@@ -9,11 +9,13 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from cueaudit.analysis.summary import write_markdown
 from cueaudit.cues import Dimension
 from cueaudit.io import write_csv
 from cueaudit.store import BinaryOutcome, parse_rates, register_views
 
 Paths = Sequence[str | Path]
+ADVICE_KINDS = ("binary", "usd")
 
 
 def connect(
@@ -21,6 +23,7 @@ def connect(
     outcomes: Paths,
     task_outcomes: Mapping[str, str],
     binary_outcome: BinaryOutcome = "answer",
+    race_prediction_task: str = "race_prediction",
 ) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     register_views(
@@ -29,15 +32,122 @@ def connect(
         outcomes=outcomes,
         task_outcomes=task_outcomes,
         binary_outcome=binary_outcome,
+        race_prediction_task=race_prediction_task,
     )
     return con
+
+
+def _connect(
+    prompts: Paths,
+    outcomes: Paths,
+    task_outcomes: Mapping[str, str],
+    settings: Mapping[str, Any],
+) -> duckdb.DuckDBPyConnection:
+    return connect(
+        prompts,
+        outcomes,
+        task_outcomes,
+        settings.get("binary_outcome", "answer"),
+        settings.get("race_prediction_task", "race_prediction"),
+    )
+
+
+def write_table(frame: pl.DataFrame, out: str | Path, title: str | None = None) -> None:
+    """Write ``frame`` as CSV at ``out`` and as Markdown beside it (same name, ``.md``)."""
+    write_csv(frame, out)
+    write_markdown(frame, Path(out).with_suffix(".md"), title)
 
 
 def write_parse_rates(
     prompts: Paths, outcomes: Paths, task_outcomes: Mapping[str, str], out: str | Path
 ) -> pl.DataFrame:
     table = parse_rates(connect(prompts, outcomes, task_outcomes))
-    write_csv(table, out)
+    write_table(table, out, "Parse rates per model, task and cue")
+    return table
+
+
+def write_sample_sizes(
+    prompts: Paths,
+    outcomes: Paths,
+    task_outcomes: Mapping[str, str],
+    settings: Mapping[str, Any],
+    out: str | Path,
+) -> pl.DataFrame:
+    """Responses, parsed outcomes, prompts, base prompts and seeds behind every estimate."""
+    from cueaudit.analysis.summary import sample_sizes
+
+    table = sample_sizes(_connect(prompts, outcomes, task_outcomes, settings))
+    write_table(table, out, "Sample sizes and parse rates behind every estimate")
+    return table
+
+
+def write_group_means(
+    prompts: Paths,
+    outcomes: Paths,
+    task_outcomes: Mapping[str, str],
+    settings: Mapping[str, Any],
+    dimension: Dimension,
+    out: str | Path,
+) -> pl.DataFrame:
+    """Mean outcome per model, task, cue and group with cluster-bootstrap CIs (Figs. 4-5)."""
+    from cueaudit.analysis.ratios import group_means
+
+    con = _connect(prompts, outcomes, task_outcomes, settings)
+    table = group_means(
+        con,
+        dimension,
+        n_boot=settings["bootstrap_replicates"],
+        level=settings["ci_level"],
+        seed=settings["bootstrap_seed"],
+    )
+    write_table(table, out, f"Average outcomes by {dimension}")
+    return table
+
+
+def write_race_prediction(
+    prompts: Paths,
+    outcomes: Paths,
+    task_outcomes: Mapping[str, str],
+    settings: Mapping[str, Any],
+    out: str | Path,
+) -> pl.DataFrame:
+    """Table 3: precision, recall, F1 of the race prediction per class and cue."""
+    from cueaudit.analysis.race_prediction import race_prediction_metrics
+
+    table = race_prediction_metrics(_connect(prompts, outcomes, task_outcomes, settings))
+    write_table(table, out, "Race prediction: precision, recall and F1 per cue (Table 3)")
+    return table
+
+
+def write_readability(
+    prompts: Paths,
+    outcomes: Paths,
+    task_outcomes: Mapping[str, str],
+    settings: Mapping[str, Any],
+    out: str | Path,
+) -> pl.DataFrame:
+    """Table 4: OLS of the Flesch-Kincaid grade on the cue (no cue as reference)."""
+    from cueaudit.analysis.readability import readability_ols
+
+    con = _connect(prompts, outcomes, task_outcomes, settings)
+    tasks = [t for t, kind in task_outcomes.items() if kind in ADVICE_KINDS]
+    table = readability_ols(con, tasks)
+    write_table(table, out, "Flesch-Kincaid grade on cue, no cue as reference (Table 4)")
+    return table
+
+
+def write_regressions(
+    prompts: Paths,
+    outcomes: Paths,
+    task_outcomes: Mapping[str, str],
+    settings: Mapping[str, Any],
+    out: str | Path,
+) -> pl.DataFrame:
+    """Tables 5-7: outcome on inferred race (+ cued race, + FK grade) with prompt FE."""
+    from cueaudit.analysis.regression import fe_regressions
+
+    table = fe_regressions(_connect(prompts, outcomes, task_outcomes, settings))
+    write_table(table, out, "Outcome on inferred race with prompt fixed effects (Tables 5-7)")
     return table
 
 
@@ -58,11 +168,11 @@ def write_validity(
         prompt_deviations,
     )
 
-    con = connect(prompts, outcomes, task_outcomes, settings["binary_outcome"])
+    con = _connect(prompts, outcomes, task_outcomes, settings)
     correlations = deviation_correlations(prompt_deviations(con, dimension))
     averaged = fisher_average(correlations)
-    write_csv(correlations, per_model_out)
-    write_csv(averaged, averaged_out)
+    write_table(correlations, per_model_out, f"Correlations of cue-induced shifts ({dimension})")
+    write_table(averaged, averaged_out, f"Fisher-z averaged correlations ({dimension})")
     return averaged
 
 
@@ -77,7 +187,7 @@ def write_outcome_ratios(
     """Focal/reference outcome ratios per model, task and cue with cluster-bootstrap CIs."""
     from cueaudit.analysis.ratios import outcome_ratios
 
-    con = connect(prompts, outcomes, task_outcomes, settings["binary_outcome"])
+    con = _connect(prompts, outcomes, task_outcomes, settings)
     ratios = outcome_ratios(
         con,
         dimension,
@@ -85,5 +195,5 @@ def write_outcome_ratios(
         level=settings["ci_level"],
         seed=settings["bootstrap_seed"],
     )
-    write_csv(ratios, out)
+    write_table(ratios, out, f"Intergroup outcome ratios ({dimension})")
     return ratios

@@ -40,6 +40,8 @@ CORRELATION_SCHEMA: dict[str, pl.DataType] = {
     "group_b": pl.String(),
     "r": pl.Float64(),
     "n": pl.Int64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
     "note": pl.String(),
 }
 PAIR_COLUMNS = ("cue_a", "group_a", "cue_b", "group_b")
@@ -175,6 +177,17 @@ def pairwise_pearson(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return r, n, status
 
 
+def fisher_ci(r: float, n: int, level: float = 0.95) -> tuple[float | None, float | None]:
+    """Fisher-z confidence interval tanh(atanh(r) ± z / sqrt(n - 3)); None when n <= 3."""
+    if n <= 3 or not np.isfinite(r):
+        return None, None
+    from scipy.stats import norm
+
+    z = float(np.arctanh(np.clip(r, -R_CLIP, R_CLIP)))
+    half = float(norm.ppf(0.5 + level / 2)) / np.sqrt(n - 3)
+    return float(np.tanh(z - half)), float(np.tanh(z + half))
+
+
 def series_layout(part: pl.DataFrame) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray]:
     """Sorted (cue, group) series of a frame and, per row, its base-prompt and series index."""
     series = sorted(
@@ -192,9 +205,9 @@ def series_layout(part: pl.DataFrame) -> tuple[list[tuple[str, str]], np.ndarray
 
 def deviation_correlations(deviations: pl.DataFrame) -> pl.DataFrame:
     """Pearson r between every pair of (cue, group) deviation vectors of a model and task,
-    aligned on base_id. Each unordered pair appears once, ordered by ``series_sort_key``
-    (so cross-group pairs have the focal group as ``group_a``); r is null with a ``note``
-    when fewer than 3 prompts are shared or a vector is constant."""
+    aligned on base_id, with a 95% Fisher-z CI. Each unordered pair appears once, ordered by
+    ``series_sort_key`` (so cross-group pairs have the focal group as ``group_a``); r is null
+    with a ``note`` when fewer than 3 prompts are shared or a vector is constant."""
     keys = ["model", "task", "cue", "group", "base_id"]
     require_columns(deviations, [*keys, "deviation"], "deviations")
     if deviations.select(pl.any_horizontal(pl.col(keys).is_null()).any()).item():
@@ -219,6 +232,7 @@ def deviation_correlations(deviations: pl.DataFrame) -> pl.DataFrame:
                 cue_b, group_b = series[j]
                 ok = status[i, j] == 0
                 note = None if ok else (NOTE_FEW if status[i, j] == 1 else NOTE_CONSTANT)
+                lo, hi = fisher_ci(float(r[i, j]), int(n[i, j])) if ok else (None, None)
                 records.append(
                     (
                         model,
@@ -229,6 +243,8 @@ def deviation_correlations(deviations: pl.DataFrame) -> pl.DataFrame:
                         group_b,
                         float(r[i, j]) if ok else None,
                         int(n[i, j]),
+                        lo,
+                        hi,
                         note,
                     )
                 )

@@ -1,41 +1,50 @@
-"""Hugging Face transformers backend: batched chat generation on CPU or GPU."""
+"""Hugging Face transformers engine: shared-prefix, length-bucketed, per-prompt-seeded decoding.
+
+How a shard is computed:
+
+1. Every prompt is rendered with the chat template and tokenised once.
+2. The token prefix shared by all prompts (the chat-template header) is run through the model
+   once; prompts of a group (one cue value, e.g. one dialog history hundreds of tokens long)
+   whose shared prefix extends it by at least ``prefix_min_tokens`` get that extension run
+   once more, on top of the header's key/value cache. Only the suffixes are then prefilled.
+3. Suffixes are sorted by length and cut into batches under a token budget
+   (rows × (prefix + longest suffix + max_new_tokens) key/value slots), not a fixed batch size.
+   On CUDA an out-of-memory error halves the budget and retries the batch.
+4. Decoding is a plain loop over the model's forward pass with the key/value cache. Each row
+   draws its tokens from its own random stream (cueaudit.inference.sampling), so outputs do not
+   depend on the batch; rows that reach end of sequence leave the batch at once.
+5. P(Yes) and P(No) are read from the first decoding step of the same forward pass.
+"""
 
 from __future__ import annotations
 
-import hashlib
+import copy
+import inspect
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from cueaudit.errors import InputError
+from cueaudit.inference.core import Decoding, Generation, Request
+from cueaudit.inference.sampling import (
+    SAMPLER_VERSION,
+    SamplingParams,
+    filtered_probs,
+    prompt_uniforms,
+    sample_tokens,
+)
 from cueaudit.models import offline_hub
 
 log = logging.getLogger(__name__)
 
 AFFIRMATIVE = ("Yes", "yes", "YES")
 NEGATIVE = ("No", "no", "NO")
-
-
-@dataclass(frozen=True)
-class Decoding:
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 50
-    max_new_tokens: int = 16
-
-
-@dataclass(frozen=True)
-class Generation:
-    completion: str
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: str
-    p_yes: float
-    p_no: float
+QUANTIZATIONS = ("none", "8bit", "4bit")
 
 
 def resolve_device(device: str) -> str:
@@ -48,82 +57,437 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def batch_seed(seed: int, keys: Sequence[str]) -> int:
-    """Sampling seed of one batch, a function of the run seed and the prompts in it."""
-    digest = hashlib.sha256(f"{seed}\x1f{'|'.join(keys)}".encode()).hexdigest()
-    return int(digest[:15], 16)
+def check_quantization(quantization: str, device: str) -> None:
+    """8-bit and 4-bit weights need bitsandbytes on CUDA; never fall back silently."""
+    if quantization not in QUANTIZATIONS:
+        raise InputError("config", f"unknown quantization '{quantization}'", "quantization")
+    if quantization != "none" and not device.startswith("cuda"):
+        raise InputError(
+            "config",
+            f"quantization '{quantization}' loads weights through bitsandbytes, which needs a "
+            f"CUDA GPU, but this job runs on '{device}'. Set quantization: none (the model then "
+            "runs in its configured dtype) or run the job on a GPU node",
+            "quantization",
+        )
 
 
-class HFGenerator:
-    """A causal language model with its chat template, ready for batched sampling."""
+@dataclass
+class EngineStats:
+    """Work actually done, for the log line and the benchmark."""
 
-    def __init__(self, model_path: str, dtype: str = "float32", device: str = "auto") -> None:
+    prompts: int = 0
+    batches: int = 0
+    prefix_tokens: int = 0  # shared prefixes computed once
+    suffix_tokens: int = 0  # real suffix tokens prefilled
+    padded_suffix_tokens: int = 0  # suffix slots prefilled including left padding
+    decode_steps: int = 0
+    oom_backoffs: int = 0
+    budgets: list[int] = field(default_factory=list)
+
+    @property
+    def prefill_tokens(self) -> int:
+        return self.prefix_tokens + self.padded_suffix_tokens
+
+
+@dataclass
+class _Row:
+    request: Request
+    ids: list[int]
+    uniforms: torch.Tensor
+
+
+@dataclass
+class _Unit:
+    """Prompts computed on top of one shared prefix."""
+
+    prefix: list[int]
+    rows: list[_Row]
+
+
+def common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
+    if not sequences:
+        return 0
+    first = sequences[0]
+    n = min(len(s) for s in sequences)
+    for seq in sequences[1:]:
+        i = 0
+        while i < n and seq[i] == first[i]:
+            i += 1
+        n = i
+    return n
+
+
+class HFEngine:
+    """A causal language model with its chat template, decoding with shared prefixes."""
+
+    name = "hf"
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        model_id: str | None = None,
+        dtype: str = "float32",
+        device: str = "auto",
+        quantization: str = "none",
+        compile: bool = False,
+        attn_implementation: str | None = None,
+        token_budget: int | str = "auto",
+        max_batch_size: int = 64,
+        prefix_min_tokens: int = 32,
+        prefix_store_tokens: int = 16384,
+    ) -> None:
         offline_hub()
         self.device = resolve_device(device)
+        check_quantization(quantization, self.device)
+        self.model_id = model_id or model_path
+        self.dtype, self.quantization = dtype, quantization
+        self.max_batch_size = max_batch_size
+        self.prefix_min_tokens = prefix_min_tokens
         torch_dtype: Any = "auto" if dtype == "auto" else getattr(torch, dtype)
+        kwargs: dict[str, Any] = {"dtype": torch_dtype}
+        if attn_implementation:
+            kwargs["attn_implementation"] = attn_implementation
+        if quantization != "none":
+            from transformers import BitsAndBytesConfig
+
+            kwargs["quantization_config"] = (
+                BitsAndBytesConfig(load_in_8bit=True)
+                if quantization == "8bit"
+                else BitsAndBytesConfig(
+                    load_in_4bit=True,
+                    bnb_4bit_quant_type="nf4",
+                    bnb_4bit_compute_dtype=torch.bfloat16,
+                )
+            )
+            kwargs["device_map"] = {"": self.device}
+        self.model_path, self._load_kwargs, self._compile = model_path, kwargs, compile
+        self._requested_budget = token_budget
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype)
-        self.model.to(self.device).eval()
+        self.pad_id = self.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = self.tokenizer.eos_token_id
         self.yes_ids = self._first_token_ids(AFFIRMATIVE)
         self.no_ids = self._first_token_ids(NEGATIVE)
+        self._model: Any = None
+        # Prefix key/value caches kept across generate() calls (several tasks share a dialog
+        # history): a new prefix extends the stored one it shares most tokens with.
+        self.prefix_store_tokens = prefix_store_tokens
+        self._prefix_store: dict[tuple[int, ...], Any] = {}
+        self.token_budget = 0
+        self.stop_ids: set[int] = set()
+        self.stats = EngineStats()
+
+    @property
+    def model(self) -> Any:
+        """The model, loaded on first use (a shard answered from the cache never loads it)."""
+        if self._model is None:
+            model = AutoModelForCausalLM.from_pretrained(self.model_path, **self._load_kwargs)
+            if self.quantization == "none":
+                model.to(self.device)
+            self._model = model.eval()
+            self._forward = model.forward
+            if self._compile:
+                self._forward = torch.compile(model.forward, dynamic=True)
+            params = inspect.signature(model.forward).parameters
+            self._cache_arg = "cache" if "cache" in params else "past_key_values"
+            self.stop_ids = self._stop_ids()
+            self.token_budget = self._initial_budget(self._requested_budget)
+        return self._model
+
+    # -- set-up -----------------------------------------------------------------------------
+
+    def _stop_ids(self) -> set[int]:
+        stops: set[int] = set()
+        for source in (self.tokenizer.eos_token_id, self.model.generation_config.eos_token_id):
+            if isinstance(source, int):
+                stops.add(source)
+            elif source:
+                stops.update(source)
+        return stops
 
     def _first_token_ids(self, words: Sequence[str]) -> list[int]:
-        ids = {self.tokenizer.encode(w, add_special_tokens=False)[0] for w in words}
-        return sorted(ids)
+        return sorted({self.tokenizer.encode(w, add_special_tokens=False)[0] for w in words})
 
-    def chat_text(self, prompt: str) -> str:
-        messages = [{"role": "user", "content": prompt}]
-        text: str = self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True
+    def _initial_budget(self, token_budget: int | str) -> int:
+        if token_budget != "auto":
+            return int(token_budget)
+        if not self.device.startswith("cuda"):
+            return 16384
+        # Key/value slots that fit in 70% of free memory; OOM back-off corrects an overshoot.
+        free, _ = torch.cuda.mem_get_info(torch.device(self.device))
+        cfg = self.model.config
+        heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        per_token = 2 * cfg.num_hidden_layers * heads * head_dim * 2
+        budget = int(0.7 * free / (per_token * 1.5))
+        log.info("CUDA token budget probe: %d key/value slots", budget)
+        return max(budget, 256)
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "model": self.model_id,
+            "dtype": self.dtype,
+            "quantization": self.quantization,
+            "sampler": SAMPLER_VERSION,
+        }
+
+    def render(self, text: str) -> str:
+        rendered: str = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
         )
-        return text
+        return rendered
 
-    def token_lengths(self, prompts: Sequence[str]) -> list[int]:
-        encoded = self.tokenizer([self.chat_text(p) for p in prompts], add_special_tokens=False)
-        return [len(ids) for ids in encoded["input_ids"]]
+    # -- planning ---------------------------------------------------------------------------
+
+    def plan(
+        self, requests: Sequence[Request], decoding: Decoding
+    ) -> tuple[list[int], list[_Unit]]:
+        """Tokenise the requests; return the shared header and units sharing a prefix."""
+        if not requests:
+            return [], []
+        texts = [self.render(r.text) for r in requests]
+        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        rows = [
+            _Row(
+                r,
+                list(ids),
+                torch.from_numpy(prompt_uniforms(r.seed, r.uid, decoding.max_new_tokens)),
+            )
+            for r, ids in zip(requests, encoded, strict=True)
+        ]
+        # Every row keeps at least one token out of any prefix, so it has logits to sample.
+        shortest = min(len(r.ids) for r in rows)
+        header = min(common_prefix_length([row.ids for row in rows]), shortest - 1)
+        by_group: dict[str, list[_Row]] = {}
+        for row in rows:
+            by_group.setdefault(row.request.group, []).append(row)
+        pool: list[_Row] = []
+        units: list[_Unit] = []
+        for group in sorted(by_group):
+            members = by_group[group]
+            shared = common_prefix_length([m.ids for m in members])
+            shared = min(shared, min(len(m.ids) for m in members) - 1)
+            if group and len(members) > 1 and shared - header >= self.prefix_min_tokens:
+                units.append(_Unit(members[0].ids[:shared], members))
+            else:
+                pool.extend(members)
+        if pool:
+            units.insert(0, _Unit(rows[0].ids[:header], pool))
+        return rows[0].ids[:header], units
+
+    def batches(self, unit: _Unit, max_new_tokens: int, budget: int) -> list[list[_Row]]:
+        """Length-sorted batches whose key/value slots stay under ``budget``."""
+        ordered = sorted(unit.rows, key=lambda r: (len(r.ids), r.request.uid))
+        out: list[list[_Row]] = []
+        current: list[_Row] = []
+        for row in ordered:
+            width = len(row.ids) + max_new_tokens  # rows are sorted: the widest so far
+            if current and (
+                (len(current) + 1) * width > budget or len(current) >= self.max_batch_size
+            ):
+                out.append(current)
+                current = []
+            current.append(row)
+        if current:
+            out.append(current)
+        return out
+
+    # -- running ----------------------------------------------------------------------------
+
+    def generate(
+        self, requests: Iterable[Request], decoding: Decoding
+    ) -> Iterator[list[tuple[Request, Generation]]]:
+        _header, units = self.plan(list(requests), decoding)
+        if units:
+            _ = self.model
+        for unit in units:
+            prefix_cache = self._stored_prefix_cache(unit.prefix)
+            pending = self.batches(unit, decoding.max_new_tokens, self.token_budget)
+            while pending:
+                batch = pending.pop(0)
+                try:
+                    results = self._run_batch(unit.prefix, prefix_cache, batch, decoding)
+                except torch.cuda.OutOfMemoryError:
+                    if len(batch) == 1:
+                        raise
+                    self._back_off(len(batch))
+                    half = len(batch) // 2
+                    pending[:0] = [batch[:half], batch[half:]]
+                    continue
+                yield results
+
+    def _back_off(self, rows: int) -> None:
+        torch.cuda.empty_cache()
+        self.token_budget = max(1, self.token_budget // 2)
+        self.stats.oom_backoffs += 1
+        log.warning("out of memory at %d rows: token budget now %d", rows, self.token_budget)
+
+    def _call(self, **kwargs: Any) -> Any:
+        cache = kwargs.pop("cache", None)
+        if cache is not None:
+            kwargs[self._cache_arg] = cache
+        return self._forward(use_cache=True, **kwargs)
+
+    @staticmethod
+    def _out_cache(out: Any) -> Any:
+        return getattr(out, "cache", None) or out.past_key_values
+
+    def _stored_prefix_cache(self, prefix: list[int]) -> Any:
+        """Key/value cache of ``prefix``, computing only what no stored prefix covers."""
+        if not prefix:
+            return None
+        key = tuple(prefix)
+        if key in self._prefix_store:
+            self._prefix_store[key] = self._prefix_store.pop(key)  # most recently used
+            return self._prefix_store[key]
+        best: tuple[list[int], Any] | None = None
+        for stored, cache in self._prefix_store.items():
+            shared = common_prefix_length([stored, key])
+            if shared and (best is None or shared > len(best[0])):
+                best = (list(stored[:shared]), (cache, len(stored)))
+        base = None
+        if best is not None:
+            shared_ids, (cache, stored_len) = best
+            cache = copy.deepcopy(cache)
+            if len(shared_ids) < stored_len:
+                cache.crop(len(shared_ids))
+            base = (shared_ids, cache)
+        if base is not None and len(base[0]) == len(prefix):
+            result = base[1]  # a stored prefix extends this one: its cropped cache is exact
+        else:
+            result = self._prefix_cache(prefix, base, copy_base=False)
+        self._prefix_store[key] = result
+        while sum(len(k) for k in self._prefix_store) > self.prefix_store_tokens and (
+            len(self._prefix_store) > 1
+        ):
+            del self._prefix_store[next(iter(self._prefix_store))]  # least recently used
+        return result
 
     @torch.inference_mode()
-    def generate(self, prompts: Sequence[str], decoding: Decoding, seed: int) -> list[Generation]:
-        texts = [self.chat_text(p) for p in prompts]
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        enc = enc.to(self.device)
-        torch.manual_seed(seed)
-        out = self.model.generate(
-            **enc,
-            do_sample=True,
-            temperature=decoding.temperature,
-            top_p=decoding.top_p,
-            top_k=decoding.top_k,
-            max_new_tokens=decoding.max_new_tokens,
-            pad_token_id=self.tokenizer.pad_token_id,
-            return_dict_in_generate=True,
-            output_logits=True,
+    def _prefix_cache(
+        self, prefix: list[int], base: tuple[list[int], Any] | None, copy_base: bool = True
+    ) -> Any:
+        """Key/value cache of ``prefix`` (batch 1), extending ``base``'s cache if given."""
+        if not prefix:
+            return None
+        start = 0
+        cache = None
+        if base is not None and base[1] is not None:
+            start = len(base[0])
+            cache = copy.deepcopy(base[1]) if copy_base else base[1]
+        ids = torch.tensor([prefix[start:]], device=self.device)
+        positions = torch.arange(start, len(prefix), device=self.device).unsqueeze(0)
+        mask = torch.ones((1, len(prefix)), dtype=torch.long, device=self.device)
+        out = self._call(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            cache=cache,
+            logits_to_keep=1,
         )
-        first_step = torch.softmax(out.logits[0].float(), dim=-1)
-        p_yes = first_step[:, self.yes_ids].sum(dim=-1).tolist()
-        p_no = first_step[:, self.no_ids].sum(dim=-1).tolist()
-        prompt_lengths = enc["attention_mask"].sum(dim=-1).tolist()
-        new_tokens = out.sequences[:, enc["input_ids"].shape[1] :].tolist()
-        return [
-            self._result(tokens, n_prompt, yes, no)
-            for tokens, n_prompt, yes, no in zip(
-                new_tokens, prompt_lengths, p_yes, p_no, strict=True
+        self.stats.prefix_tokens += len(prefix) - start
+        return self._out_cache(out)
+
+    @torch.inference_mode()
+    def _run_batch(
+        self, prefix: list[int], prefix_cache: Any, rows: list[_Row], decoding: Decoding
+    ) -> list[tuple[Request, Generation]]:
+        tick = time.perf_counter()
+        n, p = len(rows), len(prefix)
+        suffixes = [row.ids[p:] for row in rows]
+        width = max(len(s) for s in suffixes)
+        input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        suffix_mask = torch.zeros((n, width), dtype=torch.long)
+        for i, suffix in enumerate(suffixes):
+            input_ids[i, width - len(suffix) :] = torch.tensor(suffix)
+            suffix_mask[i, width - len(suffix) :] = 1
+        positions = (p + suffix_mask.cumsum(-1) - 1).clamp(min=p)
+        mask = torch.cat([torch.ones((n, p), dtype=torch.long), suffix_mask], dim=1)
+        cache = None
+        if prefix_cache is not None:
+            cache = copy.deepcopy(prefix_cache)
+            cache.batch_repeat_interleave(n)
+        dev = self.device
+        out = self._call(
+            input_ids=input_ids.to(dev),
+            attention_mask=mask.to(dev),
+            position_ids=positions.to(dev),
+            cache=cache,
+            logits_to_keep=1,
+        )
+        self.stats.suffix_tokens += sum(len(s) for s in suffixes)
+        self.stats.padded_suffix_tokens += n * width
+        self.stats.batches += 1
+        self.stats.prompts += n
+        logits = out.logits[:, -1, :].double()
+        first = torch.softmax(logits, dim=-1)
+        p_yes = first[:, self.yes_ids].sum(-1).tolist()
+        p_no = first[:, self.no_ids].sum(-1).tolist()
+        cache = self._out_cache(out)
+        params = SamplingParams(decoding.temperature, decoding.top_p, decoding.top_k)
+        uniforms = torch.stack([row.uniforms for row in rows])
+        active = list(range(n))
+        next_pos = torch.tensor([p + len(s) for s in suffixes])
+        tokens: list[list[int]] = [[] for _ in range(n)]
+        stopped = [False] * n
+        for step in range(decoding.max_new_tokens):
+            self.stats.decode_steps += 1
+            probs = filtered_probs(logits, params)
+            drawn = sample_tokens(probs, uniforms[active, step]).tolist()
+            keep: list[int] = []
+            for j, (i, token) in enumerate(zip(active, drawn, strict=True)):
+                tokens[i].append(token)
+                if token in self.stop_ids:
+                    stopped[i] = True
+                else:
+                    keep.append(j)
+            if step == decoding.max_new_tokens - 1 or not keep:
+                break
+            if len(keep) < len(active):
+                index = torch.tensor(keep, device=dev)
+                cache.batch_select_indices(index)
+                mask = mask[keep]
+                next_pos = next_pos[keep]
+            active = [active[j] for j in keep]
+            feed = torch.tensor([[tokens[i][-1]] for i in active], device=dev)
+            mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
+            out = self._call(
+                input_ids=feed,
+                attention_mask=mask.to(dev),
+                position_ids=next_pos.unsqueeze(1).to(dev),
+                cache=cache,
+                logits_to_keep=1,
             )
+            next_pos = next_pos + 1
+            cache = self._out_cache(out)
+            logits = out.logits[:, -1, :].double()
+        per_prompt = (time.perf_counter() - tick) / n
+        return [
+            (
+                row.request,
+                self._result(tokens[i], stopped[i], len(row.ids), p_yes[i], p_no[i], per_prompt),
+            )
+            for i, row in enumerate(rows)
         ]
 
-    def _result(self, tokens: list[int], n_prompt: int, p_yes: float, p_no: float) -> Generation:
-        eos = self.tokenizer.eos_token_id
-        stops = {eos} if isinstance(eos, int) else set(eos or [])
-        end = next((i for i, t in enumerate(tokens) if t in stops), None)
-        kept = tokens if end is None else tokens[:end]
+    def _result(
+        self,
+        tokens: list[int],
+        stopped: bool,
+        n_prompt: int,
+        p_yes: float,
+        p_no: float,
+        seconds: float,
+    ) -> Generation:
+        kept = tokens[:-1] if stopped else tokens
         return Generation(
             completion=self.tokenizer.decode(kept, skip_special_tokens=True),
-            prompt_tokens=int(n_prompt),
-            completion_tokens=len(kept) + (0 if end is None else 1),
-            finish_reason="length" if end is None else "stop",
+            prompt_tokens=n_prompt,
+            completion_tokens=len(tokens),
+            finish_reason="stop" if stopped else "length",
             p_yes=float(p_yes),
             p_no=float(p_no),
+            seconds=seconds,
         )

@@ -1,0 +1,1 @@
+"""Dialect cue (AAVE): pluggable SAE→AAVE translators, a translation cache and an audit."""

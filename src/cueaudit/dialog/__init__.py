@@ -1,0 +1,1 @@
+"""Dialog-history cues: PRISM and Community Alignment (CAD) loaders, clusters and prefixes."""

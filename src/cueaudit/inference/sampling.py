@@ -1,0 +1,65 @@
+"""Per-prompt reproducible sampling: the random stream of a prompt depends only on (seed, uid).
+
+Every prompt owns its own stream of uniforms, drawn from a generator seeded from the run seed
+and its ``prompt_uid``. A token is drawn by inverting the float64 CDF of the filtered
+next-token distribution at the prompt's next uniform, so the sampled tokens do not depend on
+which prompts share the batch, on the batch size, on the shard count or on the order: the
+logits of a prompt can still move in their last bits with the batch composition, but a token
+only changes if a uniform falls within ~1e-7 of a CDF boundary, which does not happen in
+practice (tested at batch sizes 1, 7 and 32 on the real model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+#: Bumped whenever the sampling algorithm changes what a (seed, uid) pair draws; it is part
+#: of the response-cache key so that a changed sampler never serves old samples.
+SAMPLER_VERSION = "icdf-f64-v1"
+
+
+def prompt_seed(seed: int, prompt_uid: str) -> int:
+    """64-bit seed of one prompt's random stream, a function of the run seed and its uid."""
+    digest = hashlib.sha256(f"cueaudit\x1f{seed}\x1f{prompt_uid}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def prompt_uniforms(seed: int, prompt_uid: str, n: int) -> np.ndarray:
+    """The first ``n`` uniforms of a prompt's stream (one per generated token)."""
+    return np.random.Generator(np.random.PCG64(prompt_seed(seed, prompt_uid))).random(n)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 50
+
+
+def filtered_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Next-token probabilities in float64 after temperature, top-k and top-p (HF's order)."""
+    scores = logits.double() / params.temperature
+    vocab = scores.shape[-1]
+    if 0 < params.top_k < vocab:
+        kth = torch.topk(scores, params.top_k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, dim=-1, descending=False)
+        cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+        remove_sorted = cumulative <= (1 - params.top_p)
+        remove_sorted[..., -1] = False  # always keep the most likely token
+        remove = remove_sorted.scatter(-1, order, remove_sorted)
+        scores = scores.masked_fill(remove, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+def sample_tokens(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Invert each row's CDF (vocabulary order) at its uniform: one token id per row."""
+    cdf = probs.cumsum(dim=-1)
+    target = (uniforms.to(cdf.dtype) * cdf[:, -1]).unsqueeze(-1)
+    tokens = torch.searchsorted(cdf, target, right=True).squeeze(-1)
+    return tokens.clamp_(max=probs.shape[-1] - 1)

@@ -1,0 +1,102 @@
+"""A local HTTP proxy that injects faults: 429 (with Retry-After), 500, or a stall.
+
+Faults are drawn per request from a seeded generator with the configured shares. A stalled
+request is held open and dropped without ever reaching the upstream server, so every request
+the upstream answers is one the client receives. ``completed`` counts 200 answers per request
+body, to check that every prompt completes exactly once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import random
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+
+class FaultProxy:
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        p429: float = 0.0,
+        p500: float = 0.0,
+        pstall: float = 0.0,
+        stall_s: float = 3.0,
+        retry_after: str = "0.05",
+        seed: int = 0,
+    ) -> None:
+        self.upstream = urlsplit(upstream)
+        self.p429, self.p500, self.pstall = p429, p500, pstall
+        self.stall_s, self.retry_after = stall_s, retry_after
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.faults: Counter[str] = Counter()
+        self.completed: Counter[str] = Counter()
+        self.headers_seen: list[dict[str, str]] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                proxy.headers_seen.append({"authorization": self.headers.get("authorization", "")})
+                with proxy.lock:
+                    draw = proxy.rng.random()
+                if draw < proxy.p429:
+                    proxy.faults["429"] += 1
+                    self._reply(
+                        429,
+                        b'{"error": {"message": "rate limited"}}',
+                        {"Retry-After": proxy.retry_after},
+                    )
+                    return
+                if draw < proxy.p429 + proxy.p500:
+                    proxy.faults["500"] += 1
+                    self._reply(500, b'{"error": {"message": "server error"}}')
+                    return
+                if draw < proxy.p429 + proxy.p500 + proxy.pstall:
+                    proxy.faults["stall"] += 1
+                    time.sleep(proxy.stall_s)
+                    self.close_connection = True
+                    return
+                conn = http.client.HTTPConnection(
+                    proxy.upstream.hostname, proxy.upstream.port, timeout=300
+                )
+                conn.request("POST", self.path, body, {"content-type": "application/json"})
+                response = conn.getresponse()
+                data = response.read()
+                if response.status == 200:
+                    with proxy.lock:
+                        proxy.completed[hashlib.sha256(body).hexdigest()] += 1
+                self._reply(response.status, data)
+
+            def _reply(self, status: int, data: bytes, extra: dict[str, str] | None = None) -> None:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for key, value in (extra or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FaultProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

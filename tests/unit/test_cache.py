@@ -1,0 +1,184 @@
+"""Response cache and resumable shards: reruns never call the model twice for one answer."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from cueaudit.inference.cache import ResponseCache, cache_key
+from cueaudit.inference.runner import run_shard
+from tests.helpers.inference import ROOT, CountingBackend, prompt_table
+
+DECODING = {"temperature": 1.0, "top_p": 1.0, "top_k": 50}
+
+
+def _run(tmp: Path, backend: CountingBackend, model: str = "m", **kw: object) -> pl.DataFrame:
+    prompts = tmp / "prompts.parquet"
+    if not prompts.exists():
+        prompt_table().write_parquet(prompts)
+    return run_shard(
+        prompts_path=prompts,
+        shard=0,
+        n_shards=1,
+        model_dir=tmp,
+        model_name=model,
+        model_spec={"backend": "hf"},
+        task="healthcare",
+        seed=0,
+        decoding=DECODING,
+        max_new_tokens=8,
+        out_path=tmp / "out" / f"{model}.parquet",
+        cache_dir=tmp / "cache",
+        backend=backend,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_cache_key_changes_with_every_input() -> None:
+    base = ({"model": "a"}, {"t": 1}, "text", "uid", 0)
+    key = cache_key(*base)
+    assert key == cache_key(*base)
+    variants = [
+        ({"model": "b"}, {"t": 1}, "text", "uid", 0),
+        ({"model": "a"}, {"t": 2}, "text", "uid", 0),
+        ({"model": "a"}, {"t": 1}, "text!", "uid", 0),
+        ({"model": "a"}, {"t": 1}, "text", "uid2", 0),
+        ({"model": "a"}, {"t": 1}, "text", "uid", 1),
+    ]
+    assert len({cache_key(*v) for v in variants} | {key}) == 6
+
+
+def test_rerun_is_served_from_cache_with_zero_model_calls(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first_backend = CountingBackend()
+    first = _run(tmp_path, first_backend)
+    assert first_backend.calls == first.height == 36
+    assert not first["cache_hit"].any()
+    # A "code change": a new backend object, other flush settings; same model and params.
+    again = CountingBackend()
+    with caplog.at_level(logging.INFO):
+        second = _run(tmp_path, again, flush_rows=3)
+    assert again.calls == 0
+    assert second["cache_hit"].all()
+    assert "model calls: 0, cache hits: 36" in caplog.text
+    cols = ["prompt_uid", "completion", "p_yes", "p_no"]
+    assert second.select(cols).equals(first.select(cols))
+
+
+def test_changed_decoding_is_not_served_from_cache(tmp_path: Path) -> None:
+    _run(tmp_path, CountingBackend())
+    again = CountingBackend()
+    run_shard(
+        prompts_path=tmp_path / "prompts.parquet",
+        shard=0,
+        n_shards=1,
+        model_dir=tmp_path,
+        model_name="m",
+        model_spec={"backend": "hf"},
+        task="healthcare",
+        seed=0,
+        decoding={**DECODING, "temperature": 0.7},
+        max_new_tokens=8,
+        out_path=tmp_path / "o.parquet",
+        cache_dir=tmp_path / "cache",
+        backend=again,
+    )
+    assert again.calls == 36
+
+
+def test_one_models_answers_are_never_served_for_another(tmp_path: Path) -> None:
+    a = _run(tmp_path, CountingBackend("fake:model-a"))
+    # Same name in the config, same folder, but other weights: nothing may be served.
+    other = CountingBackend("fake:model-b")
+    b = _run(tmp_path, other)
+    assert other.calls == 36
+    assert not b["cache_hit"].any()
+    assert b["completion"].str.starts_with("fake:model-b").all()
+    assert a["completion"].str.starts_with("fake:model-a").all()
+
+
+def test_shard_count_change_reuses_answers(tmp_path: Path) -> None:
+    _run(tmp_path, CountingBackend())
+    prompts = tmp_path / "prompts.parquet"
+    total = 0
+    for shard in range(3):
+        backend = CountingBackend()
+        out = run_shard(
+            prompts_path=prompts,
+            shard=shard,
+            n_shards=3,
+            model_dir=tmp_path,
+            model_name="m",
+            model_spec={"backend": "hf"},
+            task="healthcare",
+            seed=0,
+            decoding=DECODING,
+            max_new_tokens=8,
+            out_path=tmp_path / f"s{shard}.parquet",
+            cache_dir=tmp_path / "cache",
+            backend=backend,
+        )
+        assert backend.calls == 0
+        total += out.height
+    assert total == 36
+
+
+def test_compaction_leaves_one_file_per_shard(tmp_path: Path) -> None:
+    _run(tmp_path, CountingBackend(batch=2), flush_rows=2)
+    files = list((tmp_path / "cache" / "m" / "seed0" / "healthcare").glob("*.parquet"))
+    assert len(files) == 1
+    assert pl.read_parquet(files[0]).height == 36
+    cache = ResponseCache(tmp_path / "cache", "m", 0, "healthcare", 0, 1)
+    assert cache.lookup(pl.read_parquet(files[0])["cache_key"]).height == 36
+
+
+KILL_SCRIPT = """
+import sys
+sys.path[:0] = [{src!r}, {root!r}]
+from cueaudit.inference.runner import run_shard
+from tests.helpers.inference import CountingBackend
+run_shard(prompts_path={prompts!r}, shard=0, n_shards=1, model_dir={tmp!r}, model_name="m",
+          model_spec={{"backend": "hf"}}, task="healthcare", seed=0,
+          decoding={{"temperature": 1.0}}, max_new_tokens=8, out_path={out!r},
+          cache_dir={cache!r}, backend=CountingBackend(delay={delay}, batch=2), flush_rows=2)
+"""
+
+
+def test_killed_job_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts.parquet"
+    prompt_table().write_parquet(prompts)
+    folder = tmp_path / "cache" / "m" / "seed0" / "healthcare"
+    script = KILL_SCRIPT.format(
+        src=str(ROOT / "src"),
+        root=str(ROOT),
+        prompts=str(prompts),
+        tmp=str(tmp_path),
+        out=str(tmp_path / "out.parquet"),
+        cache=str(tmp_path / "cache"),
+        delay=0.3,
+    )
+    process = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list(folder.glob("*.parquet"))) < 3:
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (tmp_path / "out.parquet").exists()
+    done = pl.concat([pl.read_parquet(p) for p in folder.glob("*.parquet")]).height
+    assert 0 < done < 36
+    backend = CountingBackend()
+    out = _run(tmp_path, backend)
+    assert backend.calls == 36 - done  # only the unfinished prompts are generated
+    assert out.height == 36
+    assert out["prompt_uid"].n_unique() == 36
+    assert out["cache_hit"].sum() == done
+    assert set(out["prompt_uid"]) == set(prompt_table()["prompt_uid"])

