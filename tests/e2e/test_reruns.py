@@ -53,7 +53,11 @@ def planned_jobs(output: str) -> list[tuple[str, dict[str, str]]]:
 def small_name_list(path: Path, extra: list[str] | None = None) -> Path:
     """Two names per race × gender subgroup from the Rosenman list (plus ``extra`` rows)."""
     names = pl.read_csv(ROOT / "resources/names/rosenman.csv")
-    subset = names.group_by("race", "gender", maintain_order=True).head(2)
+    subset = (
+        names.group_by("race", "gender", maintain_order=True)
+        .head(2)
+        .select("name", "race", "gender", "source")
+    )
     lines = ["name,race,gender,source"] + [",".join(row) for row in subset.iter_rows()]
     path.write_text("\n".join(lines + (extra or [])) + "\n", encoding="utf-8")
     return path

@@ -7,7 +7,6 @@ cluster that is down fails the test instead of skipping it.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -99,7 +98,7 @@ def test_slurm_run_matches_local_run(
     for job in jobs:
         if "generate_responses" in job["comment"]:
             assert job["partition"] == "gpu" and "gpu" in job["gres"], job
-    assert "Job stats" in log or "steps (100%) done" in log
+    assert "steps (100%) done" in log, log[-3000:]
 
     local_rows, cluster_rows = responses(local), responses(cluster)
     assert local_rows.height == cluster_rows.height == 1 * 3 * 19
@@ -109,4 +108,3 @@ def test_slurm_run_matches_local_run(
         assert (local / "results/tables" / table).read_text() == (
             cluster / "results/tables" / table
         ).read_text()
-    assert re.search(r"Submitted (group )?job", log), log[-3000:]
