@@ -135,7 +135,6 @@ class HFEngine:
         token_budget: int | str = "auto",
         max_batch_size: int = 64,
         prefix_min_tokens: int = 32,
-        prefix_store_tokens: int = 16384,
     ) -> None:
         offline_hub()
         self.device = resolve_device(device)
@@ -170,10 +169,6 @@ class HFEngine:
         self.yes_ids = self._first_token_ids(AFFIRMATIVE)
         self.no_ids = self._first_token_ids(NEGATIVE)
         self._model: Any = None
-        # Prefix key/value caches kept across generate() calls (several tasks share a dialog
-        # history): a new prefix extends the stored one it shares most tokens with.
-        self.prefix_store_tokens = prefix_store_tokens
-        self._prefix_store: dict[tuple[int, ...], Any] = {}
         self.token_budget = 0
         self.stop_ids: set[int] = set()
         self.stats = EngineStats()
@@ -299,11 +294,15 @@ class HFEngine:
     def generate(
         self, requests: Iterable[Request], decoding: Decoding
     ) -> Iterator[list[tuple[Request, Generation]]]:
-        _header, units = self.plan(list(requests), decoding)
+        header, units = self.plan(list(requests), decoding)
         if units:
             _ = self.model
+        header_cache = self._prefix_cache(header, None) if units else None
         for unit in units:
-            prefix_cache = self._stored_prefix_cache(unit.prefix)
+            if len(unit.prefix) == len(header):
+                prefix_cache = header_cache
+            else:
+                prefix_cache = self._prefix_cache(unit.prefix, (header, header_cache))
             pending = self.batches(unit, decoding.max_new_tokens, self.token_budget)
             while pending:
                 batch = pending.pop(0)
@@ -334,41 +333,8 @@ class HFEngine:
     def _out_cache(out: Any) -> Any:
         return getattr(out, "cache", None) or out.past_key_values
 
-    def _stored_prefix_cache(self, prefix: list[int]) -> Any:
-        """Key/value cache of ``prefix``, computing only what no stored prefix covers."""
-        if not prefix:
-            return None
-        key = tuple(prefix)
-        if key in self._prefix_store:
-            self._prefix_store[key] = self._prefix_store.pop(key)  # most recently used
-            return self._prefix_store[key]
-        best: tuple[list[int], Any] | None = None
-        for stored, cache in self._prefix_store.items():
-            shared = common_prefix_length([stored, key])
-            if shared and (best is None or shared > len(best[0])):
-                best = (list(stored[:shared]), (cache, len(stored)))
-        base = None
-        if best is not None:
-            shared_ids, (cache, stored_len) = best
-            cache = copy.deepcopy(cache)
-            if len(shared_ids) < stored_len:
-                cache.crop(len(shared_ids))
-            base = (shared_ids, cache)
-        if base is not None and len(base[0]) == len(prefix):
-            result = base[1]  # a stored prefix extends this one: its cropped cache is exact
-        else:
-            result = self._prefix_cache(prefix, base, copy_base=False)
-        self._prefix_store[key] = result
-        while sum(len(k) for k in self._prefix_store) > self.prefix_store_tokens and (
-            len(self._prefix_store) > 1
-        ):
-            del self._prefix_store[next(iter(self._prefix_store))]  # least recently used
-        return result
-
     @torch.inference_mode()
-    def _prefix_cache(
-        self, prefix: list[int], base: tuple[list[int], Any] | None, copy_base: bool = True
-    ) -> Any:
+    def _prefix_cache(self, prefix: list[int], base: tuple[list[int], Any] | None) -> Any:
         """Key/value cache of ``prefix`` (batch 1), extending ``base``'s cache if given."""
         if not prefix:
             return None
@@ -376,7 +342,7 @@ class HFEngine:
         cache = None
         if base is not None and base[1] is not None:
             start = len(base[0])
-            cache = copy.deepcopy(base[1]) if copy_base else base[1]
+            cache = copy.deepcopy(base[1])
         ids = torch.tensor([prefix[start:]], device=self.device)
         positions = torch.arange(start, len(prefix), device=self.device).unsqueeze(0)
         mask = torch.ones((1, len(prefix)), dtype=torch.long, device=self.device)
