@@ -52,6 +52,14 @@ def _connect(
     )
 
 
+def _bootstrap_options(settings: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "n_boot": settings["bootstrap_replicates"],
+        "level": settings["ci_level"],
+        "seed": settings["bootstrap_seed"],
+    }
+
+
 def write_table(frame: pl.DataFrame, out: str | Path, title: str | None = None) -> None:
     """Write ``frame`` as CSV at ``out`` and as Markdown beside it (same name, ``.md``)."""
     write_csv(frame, out)
@@ -93,13 +101,7 @@ def write_group_means(
     from cueaudit.analysis.ratios import group_means
 
     con = _connect(prompts, outcomes, task_outcomes, settings)
-    table = group_means(
-        con,
-        dimension,
-        n_boot=settings["bootstrap_replicates"],
-        level=settings["ci_level"],
-        seed=settings["bootstrap_seed"],
-    )
+    table = group_means(con, dimension, **_bootstrap_options(settings))
     write_table(table, out, f"Average outcomes by {dimension}")
     return table
 
@@ -188,12 +190,6 @@ def write_outcome_ratios(
     from cueaudit.analysis.ratios import outcome_ratios
 
     con = _connect(prompts, outcomes, task_outcomes, settings)
-    ratios = outcome_ratios(
-        con,
-        dimension,
-        n_boot=settings["bootstrap_replicates"],
-        level=settings["ci_level"],
-        seed=settings["bootstrap_seed"],
-    )
+    ratios = outcome_ratios(con, dimension, **_bootstrap_options(settings))
     write_table(ratios, out, f"Intergroup outcome ratios ({dimension})")
     return ratios
