@@ -44,8 +44,13 @@ def test_cue_stages_build_every_cue_type(tmp_path: Path, run_snakemake: Snakemak
     counts = dict(salary["cue"].value_counts().iter_rows())
     # 3 base prompts × (1 + 2 sources × 4 × 1 name + 1 dialect + 2 × 2 clusters × 4 + 10)
     assert counts == {
-        "none": 3, "name_rosenman": 12, "name_tzioumis": 12, "dialect_aave": 3,
-        "dialog_cad": 24, "dialog_prism": 24, "explicit": 30,
+        "none": 3,
+        "name_rosenman": 12,
+        "name_tzioumis": 12,
+        "dialect_aave": 3,
+        "dialog_cad": 24,
+        "dialog_prism": 24,
+        "explicit": 30,
     }
     assert salary["fk_grade"].is_not_null().all()
     race = pl.read_parquet(results / "prompts/race_prediction.parquet")
