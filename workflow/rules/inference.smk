@@ -18,7 +18,7 @@ rule generate_responses:
     log:
         "logs/inference/{model}/seed{seed}/{task}/{shard}.log",
     benchmark:
-        "benchmarks/runs/inference/{model}/seed{seed}/{task}/{shard}.tsv"
+        "results/benchmarks/inference/{model}/seed{seed}/{task}/{shard}.tsv"
     conda:
         "../../envs/inference.yaml"
     resources:
