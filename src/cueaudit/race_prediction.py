@@ -50,21 +50,17 @@ def race_prediction_prompts(prompts: pl.DataFrame) -> pl.DataFrame:
 
     Cue columns and ``fk_grade`` (of the user prompt) are copied from the source prompt.
     """
-    return prompts.select(
-        prompt_uid=pl.col("prompt_uid").map_elements(race_prediction_uid, pl.String),
-        task=pl.lit(TASK),
-        base_id="base_id",
-        cue="cue",
-        cue_type="cue_type",
-        cue_source="cue_source",
-        race="race",
-        gender="gender",
-        cue_value="cue_value",
-        text=pl.col("text").map_elements(lambda t: INSTRUCTION.format(prompt=t), pl.String),
-        fk_grade="fk_grade",
-        source_prompt_uid="prompt_uid",
-        source_task="task",
-    ).cast(RACE_PREDICTION_SCHEMA)
+    return (
+        prompts.with_columns(
+            source_prompt_uid=pl.col("prompt_uid"),
+            source_task=pl.col("task"),
+            prompt_uid=pl.col("prompt_uid").map_elements(race_prediction_uid, pl.String),
+            task=pl.lit(TASK),
+            text=pl.col("text").map_elements(lambda t: INSTRUCTION.format(prompt=t), pl.String),
+        )
+        .select(list(RACE_PREDICTION_SCHEMA))
+        .cast(RACE_PREDICTION_SCHEMA)
+    )
 
 
 def build_race_prediction_table(paths: Sequence[str | Path]) -> pl.DataFrame:
