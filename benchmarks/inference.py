@@ -7,13 +7,17 @@ by the packaged SmolLM2-135M on CPU:
 * paper: ``model.generate`` with batch 4, ``max_new_tokens`` 1024, temperature 1 (Appendix B),
   on a fixed subset of ``--paper-subset`` prompts with the same cue mix (it is slow here);
 * baseline: ``model.generate``, batch 32 over length-sorted prompts, ``max_new_tokens`` 16;
-* cueaudit: HFEngine (shared prefixes, token-budget batches, early exit) at the tasks'
-  configured ``max_new_tokens`` (healthcare 8, legal 8, salary 16) and at 16 for all.
+* cueaudit: HFEngine (shared prefixes, rows of many prefixes per batch, token-budget
+  batches, early exit) at the tasks' configured ``max_new_tokens`` (healthcare 8, legal 8,
+  salary 16) and at 16 for all;
+* reference: HFEngine one prompt at a time with no cue prefix shared, on a fixed subset of
+  ``--reference-subset`` prompts: the same per-prompt random streams without the engine's
+  shortcuts, so its completions must equal the engine's.
 
 Prompts/s, ratios (the paper's per prompt), prefill tokens actually computed and agreement of
 parsed outcomes go to stdout and ``--out`` (JSON).
 
-    python benchmarks/inference.py [--paper-subset 16] [--threads 2]
+    python benchmarks/inference.py [--paper-subset 16] [--reference-subset 40] [--threads 2]
 """
 
 from __future__ import annotations
@@ -167,7 +171,9 @@ def agreement(a: list[float | None], b: list[float | None]) -> dict[str, float]:
 
 
 def run_engine(engine: HFEngine, prompts: pl.DataFrame, per_task: bool) -> tuple:
+    """Completions, seconds, engine stats and P(Yes) of the prompts, in the table's order."""
     completions: dict[str, str] = {}
+    p_yes: dict[str, float | None] = {}
     engine.stats = type(engine.stats)()
     start = time.perf_counter()
     for task, (_, budget) in TASKS.items():
@@ -179,13 +185,16 @@ def run_engine(engine: HFEngine, prompts: pl.DataFrame, per_task: bool) -> tuple
         decoding = Decoding(max_new_tokens=budget if per_task else 16)
         for batch in engine.generate(reqs, decoding):
             completions.update((r.uid, g.completion) for r, g in batch)
+            p_yes.update((r.uid, g.p_yes) for r, g in batch)
     seconds = time.perf_counter() - start
-    return [completions[u] for u in prompts["prompt_uid"]], seconds, engine.stats
+    uids = prompts["prompt_uid"]
+    return [completions[u] for u in uids], seconds, engine.stats, [p_yes[u] for u in uids]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--paper-subset", type=int, default=16)
+    parser.add_argument("--reference-subset", type=int, default=40)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--model-dir", default=str(ROOT / "results/models/smollm2-135m"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/inference.json"))
@@ -201,6 +210,12 @@ def main() -> None:
         : args.paper_subset
     ]
     subset = prompts[subset_idx]
+    # The engine's shortcuts (shared prefixes, mixed batches) against plain per-prompt decoding
+    # with the same per-prompt random streams: completions should be identical.
+    reference_idx = list(range(0, prompts.height, prompts.height // args.reference_subset))[
+        : args.reference_subset
+    ]
+    reference = prompts[reference_idx]
     print(prompts["cue_type"].value_counts(sort=True), subset["cue_type"].value_counts())
 
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -213,7 +228,7 @@ def main() -> None:
 
     results: dict[str, dict] = {}
     print("cueaudit engine, per-task max_new_tokens")
-    comp_e, sec_e, stats = run_engine(engine, prompts, per_task=True)
+    comp_e, sec_e, stats, p_yes_e = run_engine(engine, prompts, per_task=True)
     results["cueaudit"] = {
         "prompts": prompts.height,
         "seconds": sec_e,
@@ -221,11 +236,19 @@ def main() -> None:
         "stats": vars(stats),
     }
     print("cueaudit engine, max_new_tokens 16")
-    comp_e16, sec_e16, stats16 = run_engine(engine, prompts, per_task=False)
+    comp_e16, sec_e16, stats16, _ = run_engine(engine, prompts, per_task=False)
     results["cueaudit_16"] = {
         "prompts": prompts.height,
         "seconds": sec_e16,
         "prefill_tokens": stats16.prefill_tokens,
+    }
+    print(f"reference: one prompt at a time, no cue prefix shared, {reference.height} prompts")
+    solo = HFEngine(str(model_dir), max_batch_size=1, prefix_min_tokens=10**9)
+    comp_r, sec_r, stats_r, p_yes_r = run_engine(solo, reference, per_task=True)
+    results["reference"] = {
+        "prompts": reference.height,
+        "seconds": sec_r,
+        "prefill_tokens": stats_r.prefill_tokens,
     }
     print("baseline: generate, batch 32, max_new_tokens 16")
     comp_b, sec_b, pre_b = plain_generate(model, tok, prompts, 32, 16, sort=True)
@@ -254,7 +277,19 @@ def main() -> None:
     out_e, out_b = outcomes(prompts, comp_e), outcomes(prompts, comp_b)
     out_e16 = outcomes(prompts, comp_e16)
     out_p = outcomes(subset, comp_p)
+    out_r = outcomes(reference, comp_r)
+    engine_on_reference = [comp_e[i] for i in reference_idx]
     results["agreement"] = {
+        "cueaudit_vs_reference": {
+            **agreement([out_e[i] for i in reference_idx], out_r),
+            "identical_completions": sum(
+                a == b for a, b in zip(engine_on_reference, comp_r, strict=True)
+            )
+            / reference.height,
+            "max_abs_p_yes_difference": max(
+                abs(p_yes_e[i] - r) for i, r in zip(reference_idx, p_yes_r, strict=True)
+            ),
+        },
         "cueaudit_vs_baseline": agreement(out_e, out_b),
         "cueaudit16_vs_baseline": agreement(out_e16, out_b),
         "cueaudit_vs_paper_subset": agreement([out_e[i] for i in subset_idx], out_p),

@@ -17,7 +17,7 @@ from cueaudit.inference.sampling import (
     sample_tokens,
 )
 from cueaudit.models import prepare_model
-from tests.helpers.inference import prompt_table
+from tests.helpers.inference import BASES, DIALOG, prompt_table
 
 SPEC = {
     "backend": "hf",
@@ -95,6 +95,37 @@ def test_shared_prefix_gives_the_full_forward_probabilities(engine: HFEngine) ->
     assert engine.stats.prefill_tokens < 0.6 * full_tokens
 
 
+def test_rows_of_different_prefixes_share_a_batch(engine: HFEngine) -> None:
+    """Histories of unequal length decoded together give each prompt its own forward pass."""
+    history = DIALOG * 2
+    reqs = [
+        Request(
+            f"h{k}-b{b}",
+            f"[history {k}] " + history[: 200 + 80 * k] + "\nUSER: " + base,
+            0,
+            group=f"h{k}",
+        )
+        for k in range(3)
+        for b, base in enumerate(BASES[:3])
+    ]
+    _header, windows = engine.plan(reqs, Decoding(max_new_tokens=4))
+    assert len(windows) == 1 and len(windows[0].prefixes) == 3
+    assert len({len(p.ids) for p in windows[0].prefixes}) == 3
+    batches = engine.batches(windows[0], 4, budget=10**6)
+    assert len(batches) == 1 and len({id(r.prefix) for r in batches[0]}) == 3
+    mixed = run(engine, reqs, Decoding(max_new_tokens=4))
+    engine.max_batch_size = 1
+    alone = run(engine, reqs, Decoding(max_new_tokens=4))
+    engine.max_batch_size = 64
+    for r in reqs:
+        assert mixed[r.uid][:3] == alone[r.uid][:3]
+        ids = engine.tokenizer(engine.render(r.text), add_special_tokens=False, return_tensors="pt")
+        with torch.inference_mode():
+            probs = engine.model(ids.input_ids).logits[0, -1].double().softmax(-1)
+        assert mixed[r.uid][3] == pytest.approx(float(probs[engine.yes_ids].sum()), rel=1e-4)
+        assert mixed[r.uid][4] == pytest.approx(float(probs[engine.no_ids].sum()), rel=1e-4)
+
+
 def test_finished_rows_leave_the_batch_and_budget_cuts_batches(engine: HFEngine) -> None:
     reqs = requests()
     engine.stats.decode_steps = 0
@@ -102,10 +133,11 @@ def test_finished_rows_leave_the_batch_and_budget_cuts_batches(engine: HFEngine)
     stops = [v for v in out.values() if v[2] == "stop"]
     assert stops and all(v[1] <= 12 for v in out.values())
     assert all(v[1] == 12 for v in out.values() if v[2] == "length")
-    _header, units = engine.plan(reqs, Decoding(max_new_tokens=12))
-    for unit in units:
-        for batch in engine.batches(unit, 12, budget=400):
-            widest = max(len(r.ids) for r in batch) + 12
+    _header, windows = engine.plan(reqs, Decoding(max_new_tokens=12))
+    for window in windows:
+        for batch in engine.batches(window, 12, budget=400):
+            prefix = max(len(r.prefix.ids) for r in batch)
+            widest = prefix + max(r.suffix_length for r in batch) + 12
             assert len(batch) == 1 or len(batch) * widest <= 400
 
 
@@ -117,10 +149,10 @@ def test_out_of_memory_backs_off_with_identical_outputs(
     expected = run(engine, reqs, decoding)
     real = engine._run_batch
 
-    def small_memory(prefix, cache, rows, dec):  # type: ignore[no-untyped-def]
+    def small_memory(window, rows, dec):  # type: ignore[no-untyped-def]
         if len(rows) > 3:
             raise torch.cuda.OutOfMemoryError("fake OOM")
-        return real(prefix, cache, rows, dec)
+        return real(window, rows, dec)
 
     monkeypatch.setattr(engine, "_run_batch", small_memory)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
@@ -151,3 +183,25 @@ def test_sampler_is_per_prompt_and_respects_top_k() -> None:
     assert draws == {2, 3}
     nucleus = filtered_probs(logits, SamplingParams(top_k=0, top_p=0.5))
     assert int((nucleus[0] > 0).sum()) == 1
+
+
+def test_append_layer_matches_transformers_dynamic_layer() -> None:
+    from transformers.cache_utils import DynamicLayer
+
+    from cueaudit.inference.hf import _AppendLayer
+
+    gen = torch.Generator().manual_seed(0)
+    keys, values = torch.randn(4, 3, 5, 8, generator=gen), torch.randn(4, 3, 5, 8, generator=gen)
+    ours, theirs = _AppendLayer(keys, values, capacity=7), DynamicLayer()
+    theirs.update(keys, values)
+    # Past the buffer's capacity it grows; a row selection keeps each row's history.
+    for step in range(6):
+        k, v = torch.randn(2, 3, 1, 8, generator=gen), torch.randn(2, 3, 1, 8, generator=gen)
+        if step == 2:
+            ours.batch_select_indices(torch.tensor([1, 3]))
+            theirs.batch_select_indices(torch.tensor([1, 3]))
+        if step < 2:
+            k, v = k.repeat(2, 1, 1, 1), v.repeat(2, 1, 1, 1)
+        got, want = ours.update(k, v), theirs.update(k, v)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert ours.get_seq_length() == theirs.get_seq_length() == 11
