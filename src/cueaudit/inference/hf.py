@@ -255,6 +255,10 @@ class HFEngine:
                 self._forward = torch.compile(model.forward, dynamic=True)
             params = inspect.signature(model.forward).parameters
             self._cache_arg = "cache" if "cache" in params else "past_key_values"
+            # Sliding-window and other special cache layers keep transformers' own update.
+            self._append_in_place = all(
+                type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers
+            )
             self.stop_ids = self._stop_ids()
             self.token_budget = self._initial_budget(self._requested_budget)
         return self._model
@@ -503,11 +507,11 @@ class HFEngine:
             (keys[:, :, start:].index_select(0, index), values[:, :, start:].index_select(0, index))
             for keys, values in window.layers
         ]
+        if not self._append_in_place:
+            return self._new_cache(layers)
         cache = self._new_cache([])
-        if all(type(layer) is DynamicLayer for layer in cache.layers):
-            cache.layers = [_AppendLayer(k, v, capacity) for k, v in layers]
-            return cache
-        return self._new_cache(layers)  # sliding-window or other special layers
+        cache.layers = [_AppendLayer(k, v, capacity) for k, v in layers]
+        return cache
 
     @torch.inference_mode()
     def _run_batch(
