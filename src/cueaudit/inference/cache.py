@@ -33,6 +33,7 @@ from typing import Any, Final
 
 import polars as pl
 
+from cueaudit.inference.core import GENERATION_SCHEMA
 from cueaudit.io import write_parquet
 
 log = logging.getLogger(__name__)
@@ -42,13 +43,7 @@ DEFAULT_CACHE_DIR: Final = "results/cache/responses"
 CACHE_SCHEMA: Final = {
     "cache_key": pl.String,
     "prompt_uid": pl.String,
-    "completion": pl.String,
-    "prompt_tokens": pl.Int64,
-    "completion_tokens": pl.Int64,
-    "finish_reason": pl.String,
-    "p_yes": pl.Float64,
-    "p_no": pl.Float64,
-    "seconds": pl.Float64,
+    **GENERATION_SCHEMA,
     "backend": pl.String,
     "created": pl.Float64,
 }

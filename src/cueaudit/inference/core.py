@@ -8,13 +8,8 @@ from typing import Any, Final, Protocol
 
 import polars as pl
 
-#: Columns of a response shard results/responses/{model}/seed{seed}/{task}/{shard}.parquet.
-#: The first eleven are the contract read by cueaudit.outcomes; the rest describe provenance.
-RESPONSE_SCHEMA: Final = {
-    "prompt_uid": pl.String,
-    "model": pl.String,
-    "seed": pl.Int64,
-    "task": pl.String,
+#: Columns a backend fills for each prompt, with their types.
+GENERATION_SCHEMA: Final = {
     "completion": pl.String,
     "prompt_tokens": pl.Int64,
     "completion_tokens": pl.Int64,
@@ -22,21 +17,21 @@ RESPONSE_SCHEMA: Final = {
     "p_yes": pl.Float64,
     "p_no": pl.Float64,
     "seconds": pl.Float64,
+}
+GENERATION_FIELDS: Final = tuple(GENERATION_SCHEMA)
+
+#: Columns of a response shard results/responses/{model}/seed{seed}/{task}/{shard}.parquet.
+#: The first eleven are the contract read by cueaudit.outcomes; the rest describe provenance.
+RESPONSE_SCHEMA: Final = {
+    "prompt_uid": pl.String,
+    "model": pl.String,
+    "seed": pl.Int64,
+    "task": pl.String,
+    **GENERATION_SCHEMA,
     "backend": pl.String,
     "cache_key": pl.String,
     "cache_hit": pl.Boolean,
 }
-
-#: Columns a backend fills for each prompt.
-GENERATION_FIELDS: Final = (
-    "completion",
-    "prompt_tokens",
-    "completion_tokens",
-    "finish_reason",
-    "p_yes",
-    "p_no",
-    "seconds",
-)
 
 
 @dataclass(frozen=True)
@@ -98,3 +93,11 @@ class Backend(Protocol):
     ) -> Iterator[list[tuple[Request, Generation]]]:
         """Answer the requests, yielding completed batches as soon as they finish."""
         ...
+
+
+def render_user_turn(tokenizer: Any, text: str) -> str:
+    """The prompt as one user turn in the model's chat template, ready for the answer."""
+    rendered: str = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+    )
+    return rendered

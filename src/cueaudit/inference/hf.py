@@ -33,7 +33,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from cueaudit.errors import InputError
-from cueaudit.inference.core import Decoding, Generation, Request
+from cueaudit.inference.core import Decoding, Generation, Request, render_user_turn
 from cueaudit.inference.sampling import (
     SAMPLER_VERSION,
     SamplingParams,
@@ -302,10 +302,7 @@ class HFEngine:
         }
 
     def render(self, text: str) -> str:
-        rendered: str = self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-        )
-        return rendered
+        return render_user_turn(self.tokenizer, text)
 
     # -- planning ---------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cueaudit.errors import InputError
-from cueaudit.inference.core import Decoding, Generation, Request
+from cueaudit.inference.core import Decoding, Generation, Request, render_user_turn
 from cueaudit.inference.sampling import prompt_seed
 
 AFFIRMATIVE = {"yes"}
@@ -104,10 +104,7 @@ class VLLMBackend:
         }
 
     def render(self, text: str) -> str:
-        rendered: str = self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-        )
-        return rendered
+        return render_user_turn(self.tokenizer, text)
 
     def generate(
         self, requests: Iterable[Request], decoding: Decoding
