@@ -38,6 +38,7 @@ rule compute_sample_sizes:
         ),
         md="results/tables/sample_sizes.md",
     params:
+        table="sample_sizes",
         task_outcomes=task_outcome_kinds(),
         analysis=analysis_settings(),
     log:
@@ -48,7 +49,7 @@ rule compute_sample_sizes:
         mem_mb=4000,
         runtime=30,
     script:
-        "../scripts/compute_sample_sizes.py"
+        "../scripts/compute_summary_table.py"
 
 
 rule compute_validity:
@@ -149,6 +150,7 @@ rule compute_race_prediction:
         ),
         md="results/tables/race_prediction.md",
     params:
+        table="race_prediction",
         task_outcomes=task_outcome_kinds(),
         analysis=analysis_settings(),
     log:
@@ -159,7 +161,7 @@ rule compute_race_prediction:
         mem_mb=4000,
         runtime=30,
     script:
-        "../scripts/compute_race_prediction.py"
+        "../scripts/compute_summary_table.py"
 
 
 rule compute_readability:
@@ -175,6 +177,7 @@ rule compute_readability:
         ),
         md="results/tables/readability.md",
     params:
+        table="readability",
         task_outcomes=task_outcome_kinds(),
         analysis=analysis_settings(),
     log:
@@ -185,7 +188,7 @@ rule compute_readability:
         mem_mb=4000,
         runtime=30,
     script:
-        "../scripts/compute_readability.py"
+        "../scripts/compute_summary_table.py"
 
 
 rule compute_regressions:
@@ -201,6 +204,7 @@ rule compute_regressions:
         ),
         md="results/tables/regressions.md",
     params:
+        table="regressions",
         task_outcomes=task_outcome_kinds(),
         analysis=analysis_settings(),
     log:
@@ -211,7 +215,7 @@ rule compute_regressions:
         mem_mb=8000,
         runtime=60,
     script:
-        "../scripts/compute_regressions.py"
+        "../scripts/compute_summary_table.py"
 
 
 rule build_database:

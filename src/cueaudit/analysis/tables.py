@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +193,13 @@ def write_outcome_ratios(
     ratios = outcome_ratios(con, dimension, **_bootstrap_options(settings))
     write_table(ratios, out, f"Intergroup outcome ratios ({dimension})")
     return ratios
+
+
+#: Tables computed from the whole study with one writer each, by the name a rule passes as
+#: ``params.table`` (workflow/scripts/compute_summary_table.py).
+SUMMARY_TABLES: dict[str, Callable[..., pl.DataFrame]] = {
+    "sample_sizes": write_sample_sizes,
+    "race_prediction": write_race_prediction,
+    "readability": write_readability,
+    "regressions": write_regressions,
+}

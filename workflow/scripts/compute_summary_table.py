@@ -4,9 +4,9 @@ from cueaudit.io import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
-from cueaudit.analysis.tables import write_sample_sizes  # noqa: E402
+from cueaudit.analysis.tables import SUMMARY_TABLES  # noqa: E402
 
-table = write_sample_sizes(
+table = SUMMARY_TABLES[snakemake.params.table](
     snakemake.input.prompts,
     snakemake.input.outcomes,
     snakemake.params.task_outcomes,
