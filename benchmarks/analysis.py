@@ -81,7 +81,7 @@ def make_data(root: Path, rows: int, n_base: int = 5000, seeds: int = 3) -> None
 STEP = """
 import sys, time, glob, resource
 sys.path.insert(0, {src!r})
-from cueaudit.analysis import tables as t
+from cueaudit.probing.analysis import tables as t
 root = {root!r}
 prompts = sorted(glob.glob(root + "/prompts/*.parquet"))
 outcomes = sorted(glob.glob(root + "/outcomes/*/*/*.parquet"))

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from cueaudit.base_prompts import load_base_prompts
 from cueaudit.errors import InputError
+from cueaudit.probing.base_prompts import load_base_prompts
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "resources" / "prompts"
 YES_NO = "Respond with either 'Yes' or 'No' and no additional text."

@@ -7,16 +7,16 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from cueaudit.dialect.cache import TranslationCache
-from cueaudit.dialect.rules import RuleBasedAAVE
-from cueaudit.dialect.translate import (
+from cueaudit.cues.dialect.cache import TranslationCache
+from cueaudit.cues.dialect.rules import RuleBasedAAVE
+from cueaudit.cues.dialect.translate import (
     audit_summary,
     audit_translations,
     run_dialect_translation,
     split_sentences,
     translate_prompts,
 )
-from cueaudit.dialect.translators import (
+from cueaudit.cues.dialect.translators import (
     AAVE_PROMPT,
     OpenAITranslator,
     RuleBasedTranslator,
@@ -213,7 +213,7 @@ def test_bad_base_prompt_file_writes_nothing(tmp_path: Path) -> None:
 def test_hf_translator_on_local_smollm2(tmp_path: Path) -> None:
     """The hf translator on the packaged SmolLM2 (one sentence, greedy, cached on rerun)."""
     pytest.importorskip("transformers")
-    from cueaudit.dialect.translators import HFTranslator
+    from cueaudit.cues.dialect.translators import HFTranslator
     from cueaudit.models import prepare_model
 
     folder = ROOT / "results/models/smollm2-135m"

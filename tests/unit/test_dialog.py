@@ -7,9 +7,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from cueaudit.dialog.cad import load_cad, preferred_letter
-from cueaudit.dialog.clusters import GROUPS, build_clusters, cluster_counts, run_dialog_clusters
-from cueaudit.dialog.prism import load_prism
+from cueaudit.cues.dialog.cad import load_cad, preferred_letter
+from cueaudit.cues.dialog.clusters import (
+    GROUPS,
+    build_clusters,
+    cluster_counts,
+    run_dialog_clusters,
+)
+from cueaudit.cues.dialog.prism import load_prism
 from cueaudit.errors import InputError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"

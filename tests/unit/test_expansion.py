@@ -3,16 +3,16 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from cueaudit.expansion import (
+from cueaudit.cues.explicit import explicit_descriptors
+from cueaudit.cues.names import load_name_lists
+from cueaudit.probing.expansion import (
     build_prompt_table,
     cue_variants,
     expand_prompts,
     expected_prompt_count,
     prompt_uid,
-    shard_of,
 )
-from cueaudit.explicit import explicit_descriptors
-from cueaudit.names import load_name_lists
+from cueaudit.prompts import shard_of
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME_LISTS = [ROOT / f"resources/names/{s}.csv" for s in ("rosenman", "elder_hayes", "tzioumis")]

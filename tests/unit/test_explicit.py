@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from cueaudit.cues.explicit import EXPLICIT_CATEGORIES, explicit_descriptors
 from cueaudit.errors import InputError
-from cueaudit.explicit import EXPLICIT_CATEGORIES, explicit_descriptors
 
 
 def test_23_distinct_variants_with_paper_category_sizes() -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 import matplotlib.image as mpimg
 import polars as pl
 
-from cueaudit.analysis.ratios import group_means
-from cueaudit.analysis.tables import connect
-from cueaudit.export import export_replication
-from cueaudit.figures import plot_group_means
-from cueaudit.simulate import SimSpec, simulate
+from cueaudit.probing.analysis.ratios import group_means
+from cueaudit.probing.analysis.tables import connect
+from cueaudit.probing.export import export_replication
+from cueaudit.probing.figures import plot_group_means
+from cueaudit.probing.simulate import SimSpec, simulate
 
 SPEC = SimSpec(
     tasks={"salary": "usd", "healthcare": "binary"},

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import statsmodels.api as sm
 
-from cueaudit.analysis.fe import fe_ols
 from cueaudit.errors import InputError
+from cueaudit.stats.fe import fe_ols
 
 
 def _data(seed: int = 3, n_groups: int = 40) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from cueaudit.errors import InputError
-from cueaudit.figures import _footnote_lines, plot_correlation_heatmaps, plot_outcome_ratios
+from cueaudit.probing.figures import _footnote_lines, plot_correlation_heatmaps, plot_outcome_ratios
 
 PAIR_SCHEMA = {
     "task": pl.String,
@@ -88,13 +88,13 @@ def test_heatmap_with_nothing_to_plot_says_so(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     out = tmp_path / "empty.png"
-    with caplog.at_level(logging.WARNING, logger="cueaudit.figures"):
+    with caplog.at_level(logging.WARNING, logger="cueaudit.probing.figures"):
         plot_correlation_heatmaps(pl.DataFrame(schema=PAIR_SCHEMA), "gender", out)
     _assert_image(out, min_px=200)
     assert "No within-group correlations" in caplog.text
     # race pairs only: nothing to plot for gender either
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="cueaudit.figures"):
+    with caplog.at_level(logging.WARNING, logger="cueaudit.probing.figures"):
         plot_correlation_heatmaps(_averaged(), "gender", out, kind="across")
     assert "No cross-group correlations" in caplog.text
 
@@ -137,7 +137,7 @@ def test_outcome_ratio_plot_with_only_null_ratios(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     out = tmp_path / "nulls.png"
-    with caplog.at_level(logging.WARNING, logger="cueaudit.figures"):
+    with caplog.at_level(logging.WARNING, logger="cueaudit.probing.figures"):
         plot_outcome_ratios(_ratios().filter(pl.col("ratio").is_null()), out)
         plot_outcome_ratios(pl.DataFrame(schema=RATIO_SCHEMA), tmp_path / "empty.png")
     _assert_image(out, min_px=200)

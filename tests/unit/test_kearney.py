@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from cueaudit.base_prompts import load_kearney_prompts
 from cueaudit.errors import InputError
+from cueaudit.probing.base_prompts import load_kearney_prompts
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures/kearney"
 
@@ -34,7 +34,7 @@ def test_kearney_rejects_missing_column_and_empty_file(tmp_path: Path) -> None:
 
 
 def test_base_prompt_loader_accepts_the_corpus_format() -> None:
-    from cueaudit.base_prompts import load_base_prompts
+    from cueaudit.probing.base_prompts import load_base_prompts
 
     salary = load_base_prompts(FIX / "salary_prompts.csv", "salary")
     assert salary["base_id"].to_list() == ["salary-00001"]

@@ -7,14 +7,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from cueaudit.errors import InputError
-from cueaudit.sources.derive import derive_names, overlap_table, run_name_derivation
-from cueaudit.sources.loaders import (
+from cueaudit.cues.sources.derive import derive_names, overlap_table, run_name_derivation
+from cueaudit.cues.sources.loaders import (
     load_elder_hayes,
     load_rosenman,
     load_ssa,
     load_tzioumis,
 )
+from cueaudit.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests/fixtures/names"

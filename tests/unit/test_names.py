@@ -6,9 +6,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from cueaudit.cues import NAME_SOURCES
+from cueaudit.cues.names import load_name_list, load_name_lists, sample_names
+from cueaudit.cues.vocabulary import NAME_SOURCES
 from cueaudit.errors import InputError
-from cueaudit.names import load_name_list, load_name_lists, sample_names
 
 NAMES_DIR = Path(__file__).resolve().parents[2] / "resources" / "names"
 SHIPPED = [NAMES_DIR / f"{source}.csv" for source in NAME_SOURCES]

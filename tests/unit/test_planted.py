@@ -10,14 +10,18 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from cueaudit.analysis.race_prediction import race_prediction_metrics
-from cueaudit.analysis.ratios import group_means, outcome_ratios
-from cueaudit.analysis.readability import readability_ols
-from cueaudit.analysis.regression import fe_regressions
-from cueaudit.analysis.summary import sample_sizes
-from cueaudit.analysis.tables import connect
-from cueaudit.analysis.validity import deviation_correlations, fisher_average, prompt_deviations
-from cueaudit.simulate import (
+from cueaudit.probing.analysis.race_prediction import race_prediction_metrics
+from cueaudit.probing.analysis.ratios import group_means, outcome_ratios
+from cueaudit.probing.analysis.readability import readability_ols
+from cueaudit.probing.analysis.regression import fe_regressions
+from cueaudit.probing.analysis.summary import sample_sizes
+from cueaudit.probing.analysis.tables import connect
+from cueaudit.probing.analysis.validity import (
+    deviation_correlations,
+    fisher_average,
+    prompt_deviations,
+)
+from cueaudit.probing.simulate import (
     SimSpec,
     simulate,
     true_correlation,
@@ -78,7 +82,7 @@ def test_ratios_recover_planted_group_ratios(con) -> None:  # type: ignore[no-un
 
 
 def test_group_means_recover_planted_means(con) -> None:  # type: ignore[no-untyped-def]
-    from cueaudit.simulate import expected_mean
+    from cueaudit.probing.simulate import expected_mean
 
     means = group_means(con, "race", n_boot=400, seed=2)
     covered = 0

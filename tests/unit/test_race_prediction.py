@@ -4,9 +4,9 @@ from pathlib import Path
 
 import polars as pl
 
-from cueaudit.expansion import cue_variants, expand_prompts
-from cueaudit.explicit import explicit_descriptors
-from cueaudit.race_prediction import (
+from cueaudit.cues.explicit import explicit_descriptors
+from cueaudit.probing.expansion import cue_variants, expand_prompts
+from cueaudit.probing.race_prediction import (
     INSTRUCTION,
     build_race_prediction_table,
     race_prediction_prompts,

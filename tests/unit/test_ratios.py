@@ -7,8 +7,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from cueaudit.analysis.ratios import group_means, outcome_ratios
 from cueaudit.errors import InputError
+from cueaudit.probing.analysis.ratios import group_means, outcome_ratios
 
 SCHEMA = {
     "model": pl.String,

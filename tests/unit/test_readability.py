@@ -7,13 +7,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from cueaudit import readability
-from cueaudit.dialog.cad import load_cad
-from cueaudit.dialog.clusters import build_clusters
-from cueaudit.dialog.prism import load_prism
-from cueaudit.expansion import cue_variants, expand_prompts
-from cueaudit.explicit import explicit_descriptors
-from cueaudit.names import load_name_lists
+from cueaudit.cues.dialog.cad import load_cad
+from cueaudit.cues.dialog.clusters import build_clusters
+from cueaudit.cues.dialog.prism import load_prism
+from cueaudit.cues.explicit import explicit_descriptors
+from cueaudit.cues.names import load_name_lists
+from cueaudit.probing import readability
+from cueaudit.probing.expansion import cue_variants, expand_prompts
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests/fixtures"
@@ -34,10 +34,10 @@ def textstat_fk():
 
 
 def _design() -> pl.DataFrame:
-    from cueaudit.base_prompts import load_base_prompts
-    from cueaudit.dialect.cache import TranslationCache
-    from cueaudit.dialect.translate import translate_prompts
-    from cueaudit.dialect.translators import RuleBasedTranslator
+    from cueaudit.cues.dialect.cache import TranslationCache
+    from cueaudit.cues.dialect.translate import translate_prompts
+    from cueaudit.cues.dialect.translators import RuleBasedTranslator
+    from cueaudit.probing.base_prompts import load_base_prompts
 
     names = load_name_lists(
         [ROOT / f"resources/names/{s}.csv" for s in ("rosenman", "elder_hayes", "tzioumis")]

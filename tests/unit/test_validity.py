@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from cueaudit.analysis.validity import (
+from cueaudit.errors import InputError
+from cueaudit.probing.analysis.validity import (
     NOTE_CONSTANT,
     NOTE_FEW,
     correlation_matrix,
@@ -19,7 +20,6 @@ from cueaudit.analysis.validity import (
     pairwise_pearson,
     prompt_deviations,
 )
-from cueaudit.errors import InputError
 
 COLUMNS = [
     "model",

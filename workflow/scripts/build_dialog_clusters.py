@@ -4,7 +4,7 @@ from cueaudit.io import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
-from cueaudit.dialog.clusters import run_dialog_clusters  # noqa: E402
+from cueaudit.cues.dialog.clusters import run_dialog_clusters  # noqa: E402
 
 counts = run_dialog_clusters(
     snakemake.wildcards.source,

@@ -4,7 +4,7 @@ from cueaudit.io import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
-from cueaudit.analysis.tables import SUMMARY_TABLES  # noqa: E402
+from cueaudit.probing.analysis.tables import SUMMARY_TABLES  # noqa: E402
 
 table = SUMMARY_TABLES[snakemake.params.table](
     snakemake.input.prompts,

@@ -4,7 +4,7 @@ from cueaudit.io import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
-from cueaudit.analysis.tables import write_validity  # noqa: E402
+from cueaudit.probing.analysis.tables import write_validity  # noqa: E402
 
 averaged = write_validity(
     snakemake.input.prompts,

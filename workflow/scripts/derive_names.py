@@ -4,7 +4,7 @@ from cueaudit.io import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
-from cueaudit.sources.derive import run_name_derivation  # noqa: E402
+from cueaudit.cues.sources.derive import run_name_derivation  # noqa: E402
 
 overlap = run_name_derivation(
     snakemake.params.derive,

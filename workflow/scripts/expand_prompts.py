@@ -4,7 +4,7 @@ from cueaudit.io import setup_logging, write_parquet
 
 log = setup_logging(snakemake.log[0])
 
-from cueaudit.expansion import build_prompt_table  # noqa: E402
+from cueaudit.probing.expansion import build_prompt_table  # noqa: E402
 
 prompts = build_prompt_table(
     base_prompts_path=snakemake.input.base_prompts,

@@ -4,7 +4,7 @@ from cueaudit.io import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
-from cueaudit.export import export_replication  # noqa: E402
+from cueaudit.probing.export import export_replication  # noqa: E402
 
 manifest = export_replication(
     snakemake.output[0],

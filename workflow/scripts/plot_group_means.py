@@ -5,7 +5,7 @@ from cueaudit.io import setup_logging
 
 setup_logging(snakemake.log[0])
 
-from cueaudit.figures import plot_group_means  # noqa: E402
+from cueaudit.probing.figures import plot_group_means  # noqa: E402
 
 plot_group_means(
     pl.read_csv(snakemake.input[0], infer_schema_length=None),

@@ -5,6 +5,6 @@ from cueaudit.io import setup_logging
 
 setup_logging(snakemake.log[0])
 
-from cueaudit.figures import plot_outcome_ratios  # noqa: E402
+from cueaudit.probing.figures import plot_outcome_ratios  # noqa: E402
 
 plot_outcome_ratios(pl.read_csv(snakemake.input[0], infer_schema_length=None), snakemake.output.pdf)

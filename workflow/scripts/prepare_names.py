@@ -4,7 +4,7 @@ from cueaudit.io import setup_logging, write_parquet
 
 log = setup_logging(snakemake.log[0])
 
-from cueaudit.names import load_name_lists, names_from_derived  # noqa: E402
+from cueaudit.cues.names import load_name_lists, names_from_derived  # noqa: E402
 
 if hasattr(snakemake.input, "derived"):
     names = names_from_derived(snakemake.input.derived)

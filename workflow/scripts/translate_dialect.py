@@ -4,7 +4,7 @@ from cueaudit.io import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
-from cueaudit.dialect.translate import audit_summary, run_dialect_translation  # noqa: E402
+from cueaudit.cues.dialect.translate import audit_summary, run_dialect_translation  # noqa: E402
 
 audit = run_dialect_translation(
     {task: (path, limit) for task, (path, limit) in snakemake.params.tasks.items()},

@@ -9,8 +9,9 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from cueaudit.cues import CUE_LABELS, DIMENSION_GROUPS, NO_CUE, Dimension
+from cueaudit.cues.vocabulary import NO_CUE
 from cueaudit.errors import InputError
+from cueaudit.probing.vocabulary import CUE_LABELS, DIMENSION_GROUPS, Dimension
 
 OBSERVATIONS = "observations"
 MIN_PAIR_N = 3  # fewer shared prompts than this gives r = null

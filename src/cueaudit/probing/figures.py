@@ -15,16 +15,17 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from cueaudit.analysis.validity import (
+from cueaudit.cues.vocabulary import NO_CUE
+from cueaudit.errors import InputError
+from cueaudit.io import atomic_path
+from cueaudit.probing.analysis.validity import (
     PAIR_COLUMNS,
     check_dimension,
     correlation_matrix,
     cue_sort_key,
     require_columns,
 )
-from cueaudit.cues import DIMENSION_GROUPS, NO_CUE, Dimension, cue_label
-from cueaudit.errors import InputError
-from cueaudit.io import atomic_path
+from cueaudit.probing.vocabulary import DIMENSION_GROUPS, Dimension, cue_label
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from cueaudit.analysis.summary import write_markdown
-from cueaudit.cues import Dimension
 from cueaudit.io import write_csv
+from cueaudit.probing.analysis.summary import write_markdown
+from cueaudit.probing.vocabulary import Dimension
 from cueaudit.store import BinaryOutcome, parse_rates, register_views
 
 Paths = Sequence[str | Path]
@@ -82,7 +82,7 @@ def write_sample_sizes(
     out: str | Path,
 ) -> pl.DataFrame:
     """Responses, parsed outcomes, prompts, base prompts and seeds behind every estimate."""
-    from cueaudit.analysis.summary import sample_sizes
+    from cueaudit.probing.analysis.summary import sample_sizes
 
     table = sample_sizes(_connect(prompts, outcomes, task_outcomes, settings))
     write_table(table, out, "Sample sizes and parse rates behind every estimate")
@@ -98,7 +98,7 @@ def write_group_means(
     out: str | Path,
 ) -> pl.DataFrame:
     """Mean outcome per model, task, cue and group with cluster-bootstrap CIs (Figs. 4-5)."""
-    from cueaudit.analysis.ratios import group_means
+    from cueaudit.probing.analysis.ratios import group_means
 
     con = _connect(prompts, outcomes, task_outcomes, settings)
     table = group_means(con, dimension, **_bootstrap_options(settings))
@@ -114,7 +114,7 @@ def write_race_prediction(
     out: str | Path,
 ) -> pl.DataFrame:
     """Table 3: precision, recall, F1 of the race prediction per class and cue."""
-    from cueaudit.analysis.race_prediction import race_prediction_metrics
+    from cueaudit.probing.analysis.race_prediction import race_prediction_metrics
 
     table = race_prediction_metrics(_connect(prompts, outcomes, task_outcomes, settings))
     write_table(table, out, "Race prediction: precision, recall and F1 per cue (Table 3)")
@@ -129,7 +129,7 @@ def write_readability(
     out: str | Path,
 ) -> pl.DataFrame:
     """Table 4: OLS of the Flesch-Kincaid grade on the cue (no cue as reference)."""
-    from cueaudit.analysis.readability import readability_ols
+    from cueaudit.probing.analysis.readability import readability_ols
 
     con = _connect(prompts, outcomes, task_outcomes, settings)
     tasks = [t for t, kind in task_outcomes.items() if kind in ADVICE_KINDS]
@@ -146,7 +146,7 @@ def write_regressions(
     out: str | Path,
 ) -> pl.DataFrame:
     """Tables 5-7: outcome on inferred race (+ cued race, + FK grade) with prompt FE."""
-    from cueaudit.analysis.regression import fe_regressions
+    from cueaudit.probing.analysis.regression import fe_regressions
 
     table = fe_regressions(_connect(prompts, outcomes, task_outcomes, settings))
     write_table(table, out, "Outcome on inferred race with prompt fixed effects (Tables 5-7)")
@@ -164,7 +164,7 @@ def write_validity(
     averaged_out: str | Path,
 ) -> pl.DataFrame:
     """Correlations of cue-induced deviations per model, and their Fisher-z average."""
-    from cueaudit.analysis.validity import (
+    from cueaudit.probing.analysis.validity import (
         deviation_correlations,
         fisher_average,
         prompt_deviations,
@@ -187,7 +187,7 @@ def write_outcome_ratios(
     out: str | Path,
 ) -> pl.DataFrame:
     """Focal/reference outcome ratios per model, task and cue with cluster-bootstrap CIs."""
-    from cueaudit.analysis.ratios import outcome_ratios
+    from cueaudit.probing.analysis.ratios import outcome_ratios
 
     con = _connect(prompts, outcomes, task_outcomes, settings)
     ratios = outcome_ratios(con, dimension, **_bootstrap_options(settings))

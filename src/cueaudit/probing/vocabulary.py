@@ -1,11 +1,8 @@
-"""Vocabulary shared by every stage: cue conditions, groups and their display labels."""
+"""The probing study's contrasts and the display labels of its cue conditions."""
 
 from __future__ import annotations
 
 from typing import Final, Literal
-
-RACES: Final = ("Black", "White")
-GENDERS: Final = ("male", "female")
 
 Dimension = Literal["race", "gender"]
 DIMENSION_GROUPS: Final[dict[str, tuple[str, str]]] = {
@@ -14,9 +11,6 @@ DIMENSION_GROUPS: Final[dict[str, tuple[str, str]]] = {
     "race": ("Black", "White"),
     "gender": ("female", "male"),
 }
-
-NO_CUE: Final = "none"
-NAME_SOURCES: Final = ("rosenman", "elder_hayes", "tzioumis")
 
 # Cue condition ids, in the order the paper's figures list them.
 CUE_LABELS: Final[dict[str, str]] = {
@@ -29,11 +23,6 @@ CUE_LABELS: Final[dict[str, str]] = {
     "name_rosenman": "Name (R)",
     "name_tzioumis": "Name (T)",
 }
-
-
-def name_cue(source: str) -> str:
-    """Cue condition id of a name list, e.g. ``name_rosenman``."""
-    return f"name_{source}"
 
 
 def cue_label(cue: str) -> str:

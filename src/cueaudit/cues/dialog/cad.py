@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from cueaudit.dialog.common import dialog_frame, format_prefix, read_bytes_checked
+from cueaudit.cues.dialog.common import dialog_frame, format_prefix, read_bytes_checked
 from cueaudit.errors import InputError
 
 log = logging.getLogger(__name__)

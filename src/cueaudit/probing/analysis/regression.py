@@ -7,8 +7,8 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from cueaudit.analysis.fe import fe_ols
 from cueaudit.errors import InputError
+from cueaudit.stats.fe import fe_ols
 from cueaudit.store import has_relation
 
 SPECS: dict[int, tuple[str, list[str]]] = {

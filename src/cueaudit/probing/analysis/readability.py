@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from cueaudit.cues import NO_CUE
+from cueaudit.cues.vocabulary import NO_CUE
 from cueaudit.errors import InputError
 from cueaudit.store import has_relation
 

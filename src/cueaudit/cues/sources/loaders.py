@@ -25,8 +25,8 @@ from typing import Final
 
 import polars as pl
 
+from cueaudit.cues.sources.tables import read_table
 from cueaudit.errors import InputError
-from cueaudit.sources.tables import read_table
 
 CATCH_ALL: Final = ("ALL OTHER NAMES", "ALL OTHER FIRST NAMES")
 SOURCE_SCHEMA: Final = {"name": pl.String, "p_black": pl.Float64, "p_white": pl.Float64}

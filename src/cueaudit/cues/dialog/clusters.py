@@ -93,11 +93,11 @@ def cluster_counts(dialogs: pl.DataFrame, clusters: pl.DataFrame, seed: int) -> 
 
 def load_dialogs(source: str, paths: Mapping[str, str]) -> pl.DataFrame:
     if source == "prism":
-        from cueaudit.dialog.prism import load_prism
+        from cueaudit.cues.dialog.prism import load_prism
 
         return load_prism(paths["survey"], paths["conversations"])
     if source == "cad":
-        from cueaudit.dialog.cad import load_cad
+        from cueaudit.cues.dialog.cad import load_cad
 
         return load_cad(paths["path"])
     raise InputError("config", f"unknown dialog source {source!r}", "cues.dialog")

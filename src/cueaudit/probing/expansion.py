@@ -8,13 +8,13 @@ Each prompt's Flesch–Kincaid grade is computed from the counts of its two comp
 
 from __future__ import annotations
 
-import hashlib
 from typing import Final
 
 import polars as pl
 
-from cueaudit import readability
-from cueaudit.cues import NO_CUE
+from cueaudit.cues.vocabulary import NO_CUE
+from cueaudit.probing import readability
+from cueaudit.prompts import stable_uid
 
 # The paper's memory-style prefixes (Table 2). A newline separates the memory line from the
 # USER tag and a space the tag from the prompt, so words never fuse across the joins
@@ -67,7 +67,7 @@ def cue_variants(
 
     ``names`` has columns name, race, gender, source; ``explicit`` descriptor, category,
     race, gender; ``dialect`` is the translator id of the AAVE variant (None: no dialect);
-    ``dialog`` has cluster_id, source, race, gender, prefix (see cueaudit.dialog.clusters).
+    ``dialog`` has cluster_id, source, race, gender, prefix (see cueaudit.cues.dialog.clusters).
     """
     schema = dict.fromkeys(CUE_COLUMNS, pl.String)
     parts = [
@@ -135,10 +135,8 @@ def prompt_uid(
 ) -> str:
     """Stable id of a cued prompt: a hash of the task, the base prompt text and the cue
     (``variant`` separates the four members of a dialog cluster, which share a value)."""
-    parts = [task, base_text, cue, cue_value or ""]
-    if variant is not None:
-        parts.append(variant)
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:20]
+    parts = (task, base_text, cue, cue_value) + ((variant,) if variant is not None else ())
+    return stable_uid(*parts)
 
 
 def expand_prompts(
@@ -192,11 +190,6 @@ def expand_prompts(
     ).cast(PROMPT_SCHEMA)
 
 
-def shard_of(uids: pl.Series, n_shards: int) -> pl.Series:
-    """Inference shard of each prompt, a pure function of its uid (stable as prompts are added)."""
-    return (uids.str.slice(0, 8).str.to_integer(base=16) % n_shards).alias("shard")
-
-
 def expected_prompt_count(
     n_base: int, n_names: int, n_explicit: int, n_dialect: int = 0, n_dialog_clusters: int = 0
 ) -> int:
@@ -218,8 +211,8 @@ def build_prompt_table(
     dialog_paths: list[str] | None = None,
 ) -> pl.DataFrame:
     """The prompt table of one task from its base prompts and the prepared cue resources."""
-    from cueaudit.base_prompts import load_base_prompts
-    from cueaudit.names import sample_names
+    from cueaudit.cues.names import sample_names
+    from cueaudit.probing.base_prompts import load_base_prompts
 
     base = load_base_prompts(base_prompts_path, task)
     if limit is not None:

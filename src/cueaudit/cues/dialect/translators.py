@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from cueaudit.dialect.rules import RuleBasedAAVE
+from cueaudit.cues.dialect.rules import RuleBasedAAVE
 from cueaudit.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def clean_output(text: str) -> str:
 
 
 class RuleBasedTranslator:
-    """The offline rule set of :mod:`cueaudit.dialect.rules`."""
+    """The offline rule set of :mod:`cueaudit.cues.dialect.rules`."""
 
     name = "rule_based"
 

@@ -12,7 +12,7 @@ from typing import Final
 
 import polars as pl
 
-from cueaudit.cues import GENDERS
+from cueaudit.cues.vocabulary import GENDERS
 from cueaudit.errors import InputError
 
 # (surface form, canonical race, whether the form already implies American nationality)

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from cueaudit.cues import NO_CUE
+from cueaudit.cues.vocabulary import NO_CUE
 from cueaudit.io import write_parquet
 
 RACE_PREDICTION_TASK = "race_prediction"

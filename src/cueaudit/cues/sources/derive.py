@@ -15,10 +15,10 @@ from typing import Any, Final
 
 import polars as pl
 
-from cueaudit.cues import GENDERS, RACES
+from cueaudit.cues.names import load_name_lists
+from cueaudit.cues.vocabulary import GENDERS, RACES
 from cueaudit.errors import InputError
 from cueaudit.io import write_csv, write_parquet
-from cueaudit.names import load_name_lists
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ def run_name_derivation(
     overlap_path: str | Path,
 ) -> pl.DataFrame:
     """The ``derive_names`` rule: derive every configured source, write lists and overlap."""
-    from cueaudit.sources.loaders import load_source, load_ssa_source
+    from cueaudit.cues.sources.loaders import load_source, load_ssa_source
 
     settings = {k: spec[k] for k in DEFAULTS if k in spec}
     years = settings.get("ssa_years", DEFAULTS["ssa_years"])

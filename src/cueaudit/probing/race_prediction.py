@@ -10,7 +10,7 @@ from typing import Final
 
 import polars as pl
 
-from cueaudit.expansion import PROMPT_SCHEMA
+from cueaudit.probing.expansion import PROMPT_SCHEMA
 
 TASK: Final = "race_prediction"
 

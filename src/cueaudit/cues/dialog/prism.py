@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from cueaudit.dialog.common import dialog_frame, field, format_prefix, read_jsonl
+from cueaudit.cues.dialog.common import dialog_frame, field, format_prefix, read_jsonl
 from cueaudit.errors import InputError
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,9 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from cueaudit.analysis.validity import (
+from cueaudit.cues.vocabulary import NO_CUE
+from cueaudit.errors import InputError
+from cueaudit.probing.analysis.validity import (
     OBSERVATIONS,
     check_dimension,
     check_observations,
@@ -19,8 +21,7 @@ from cueaudit.analysis.validity import (
     series_layout,
     series_sort_key,
 )
-from cueaudit.cues import DIMENSION_GROUPS, NO_CUE, Dimension
-from cueaudit.errors import InputError
+from cueaudit.probing.vocabulary import DIMENSION_GROUPS, Dimension
 
 _CHUNK_CELLS = 4_000_000  # replicate rows × prompts handled at once (bounds memory)
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import polars as pl
 
+from cueaudit.cues.names import read_csv_records
 from cueaudit.errors import InputError
-from cueaudit.names import read_csv_records
 
 BASE_PROMPT_COLUMNS = ("base_id", "task", "text")
 

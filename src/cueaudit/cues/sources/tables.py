@@ -12,7 +12,7 @@ from xml.etree import ElementTree
 
 import polars as pl
 
-from cueaudit.dialog.common import read_bytes_checked
+from cueaudit.cues.dialog.common import read_bytes_checked
 from cueaudit.errors import InputError
 
 _NS = {"m": "http://schemas.openxmlformats.org/spreadsheetml/2006/main"}

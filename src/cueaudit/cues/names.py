@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from cueaudit.cues import GENDERS, RACES
+from cueaudit.cues.vocabulary import GENDERS, RACES
 from cueaudit.errors import InputError
 
 NAME_COLUMNS = ("name", "race", "gender", "source")

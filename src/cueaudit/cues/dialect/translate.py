@@ -10,8 +10,8 @@ from typing import Any, Final
 
 import polars as pl
 
-from cueaudit.dialect.cache import TranslationCache
-from cueaudit.dialect.translators import Translator, make_translator
+from cueaudit.cues.dialect.cache import TranslationCache
+from cueaudit.cues.dialect.translators import Translator, make_translator
 from cueaudit.io import write_csv, write_parquet
 
 log = logging.getLogger(__name__)
@@ -233,7 +233,7 @@ def run_dialect_translation(
 
     ``base_prompt_files`` maps task → (base-prompt CSV, limit).
     """
-    from cueaudit.base_prompts import load_base_prompts
+    from cueaudit.probing.base_prompts import load_base_prompts
 
     frames = []
     for task, (path, limit) in base_prompt_files.items():
