@@ -9,26 +9,26 @@ configfile: "config/config.yaml"
 report: "workflow/report/workflow.rst"
 
 
+# Shared helpers first (they validate the config), then each study registers its tasks.
 include: "workflow/rules/common.smk"
-
-
-validate_study_config(config)
-
-
-include: "workflow/rules/resources.smk"
+include: "workflow/rules/probing/common.smk"
+# Shared stages: cue resources -> models -> inference -> parsing -> database.
 include: "workflow/rules/cues.smk"
-include: "workflow/rules/prompts.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/inference.smk"
 include: "workflow/rules/parsing.smk"
-include: "workflow/rules/analysis.smk"
-include: "workflow/rules/figures.smk"
-include: "workflow/rules/export.smk"
+include: "workflow/rules/database.smk"
+# The probing study: prompts -> analyses -> figures, and the replication export.
+include: "workflow/rules/probing/prompts.smk"
+include: "workflow/rules/probing/analysis.smk"
+include: "workflow/rules/probing/figures.smk"
+include: "workflow/rules/probing/export.smk"
 
 
 # Cheap jobs that run on the submitting node instead of going through the scheduler.
 localrules:
     all,
+    probing,
     prepare_names,
     build_explicit_descriptors,
 
@@ -36,4 +36,9 @@ localrules:
 rule all:
     default_target: True
     input:
-        final_outputs(),
+        probing_outputs(),
+
+
+rule probing:
+    input:
+        probing_outputs(),

@@ -38,7 +38,7 @@ def paper_scale_config(shards: int) -> dict:
         for name in ("llama-3.1-8b", "olmo2-7b", "qwen2.5-7b")
     }
     return {
-        "tasks": tasks,
+        "probing": {"tasks": tasks},
         "cues": {
             "names": {
                 "lists": {

@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def tiny_config(**overrides: Any) -> dict[str, Any]:
-    """The end-to-end test design: 2 tasks × 3 base prompts × 19 cue variants × 2 seeds."""
-    config: dict[str, Any] = {
+    """The end-to-end test design: 2 probing tasks × 3 base prompts × 19 cue variants × 2 seeds."""
+    probing: dict[str, Any] = {
         "tasks": {
             "healthcare": {
                 "base_prompts": str(ROOT / "resources/prompts/healthcare.csv"),
@@ -32,6 +32,10 @@ def tiny_config(**overrides: Any) -> dict[str, Any]:
                 "limit": 3,
             },
         },
+        "analysis": {"binary_outcome": "probability", "bootstrap_replicates": 200},
+    }
+    config: dict[str, Any] = {
+        "probing": probing,
         "cues": {
             "names": {
                 "lists": {
@@ -52,7 +56,6 @@ def tiny_config(**overrides: Any) -> dict[str, Any]:
             }
         },
         "seeds": [0, 1],
-        "analysis": {"binary_outcome": "probability", "bootstrap_replicates": 200},
     }
     config.update(overrides)
     return config

@@ -58,7 +58,13 @@ def validate_config(config: MutableMapping[str, Any], schema_path: str | Path) -
         raise InputError("config", "invalid configuration:\n  " + "\n  ".join(problems))
 
 
+#: Study blocks of the config; a study runs when its block is present.
+STUDIES = ("probing",)
+
+
 def _semantic_problems(config: Mapping[str, Any]) -> Iterator[str]:
+    if not any(study in config for study in STUDIES):
+        yield f"config: give at least one study block ({', '.join(STUDIES)})"
     for name, model in config["models"].items():
         has_gguf_package = "gguf_package" in model
         if not has_gguf_package and "path" not in model:
@@ -80,8 +86,8 @@ def check_input_files(config: Mapping[str, Any], base_dir: str | Path = ".") -> 
 
 
 def _resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    for task, spec in config["tasks"].items():
-        yield f"tasks.{task}.base_prompts", spec["base_prompts"]
+    for task, spec in (config.get("probing") or {}).get("tasks", {}).items():
+        yield f"probing.tasks.{task}.base_prompts", spec["base_prompts"]
     cues = config.get("cues", {})
     names = cues.get("names")
     if names:

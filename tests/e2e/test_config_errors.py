@@ -34,9 +34,9 @@ def test_invalid_config_stops_before_any_job(
 
 def test_missing_resource_file_is_named(tmp_path: Path, run_snakemake: SnakemakeRunner) -> None:
     config = tiny_config()
-    config["tasks"]["salary"]["base_prompts"] = str(tmp_path / "nope.csv")
+    config["probing"]["tasks"]["salary"]["base_prompts"] = str(tmp_path / "nope.csv")
     write_config(tmp_path, config)
     result = run_snakemake(tmp_path, "--dry-run", check=False)
     assert result.returncode != 0
-    assert "tasks.salary.base_prompts" in result.stderr + result.stdout
+    assert "probing.tasks.salary.base_prompts" in result.stderr + result.stdout
     assert "nope.csv" in result.stderr + result.stdout

@@ -34,7 +34,7 @@ def test_cue_stages_build_every_cue_type(tmp_path: Path, run_snakemake: Snakemak
             "conversations": str(FIX / "prism/conversations.jsonl"),
         },
     }
-    config["race_prediction"] = {"enabled": True, "tasks": ["healthcare"]}
+    config["probing"]["race_prediction"] = {"enabled": True, "tasks": ["healthcare"]}
     write_config(tmp_path, config)
     targets = ["results/prompts/salary.parquet", "results/prompts/race_prediction.parquet"]
     run_snakemake(tmp_path, *targets)

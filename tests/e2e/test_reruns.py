@@ -65,7 +65,7 @@ def small_name_list(path: Path, extra: list[str] | None = None) -> Path:
 
 def rerun_config(workdir: Path) -> dict:
     config = tiny_config(seeds=[0])
-    del config["tasks"]["salary"]
+    del config["probing"]["tasks"]["salary"]
     config["cues"]["names"] = {
         "lists": {"rosenman": str(small_name_list(workdir / "rosenman.csv"))},
         "per_group": None,
@@ -119,10 +119,14 @@ def test_new_seed_runs_only_its_inference(workdir: Path, run_snakemake: Snakemak
 def test_analysis_parameter_reruns_no_inference(
     workdir: Path, run_snakemake: SnakemakeRunner
 ) -> None:
-    extra = override(workdir, "analysis", {"analysis": {"bootstrap_replicates": 300}})
+    extra = override(
+        workdir, "analysis", {"probing": {"analysis": {"bootstrap_replicates": 300}}}
+    )
     plan = planned_jobs(run_snakemake(workdir, "--dry-run", "--configfile", str(extra)).stdout)
     rules = {rule for rule, _ in plan}
-    assert {"compute_outcome_ratios", "compute_validity", "build_database"} <= rules
+    # only the bootstrapped tables (and what reads them) depend on the replicate count
+    assert {"compute_outcome_ratios", "compute_group_means", "build_database"} <= rules
+    assert not rules & {"compute_validity", "compute_regressions", "compute_readability"}
     assert not rules & INFERENCE_RULES
 
 

@@ -39,7 +39,7 @@ def slurm() -> None:
 
 def cluster_config() -> dict:
     config = tiny_config(seeds=[0])
-    del config["tasks"]["salary"]
+    del config["probing"]["tasks"]["salary"]
     return config
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -14,6 +16,7 @@ import polars as pl
 import pytest
 
 from cueaudit.inference.cache import ResponseCache, cache_key
+from cueaudit.inference.core import AnswerSpec, Option, Tool, canonical_json
 from cueaudit.inference.runner import run_shard
 from tests.helpers.inference import ROOT, CountingBackend, prompt_table
 
@@ -70,7 +73,7 @@ def test_rerun_is_served_from_cache_with_zero_model_calls(
     assert again.calls == 0
     assert second["cache_hit"].all()
     assert "model calls: 0, cache hits: 36" in caplog.text
-    cols = ["prompt_uid", "completion", "p_yes", "p_no"]
+    cols = ["prompt_uid", "completion", "option_logprobs"]
     assert second.select(cols).equals(first.select(cols))
 
 
@@ -182,3 +185,109 @@ def test_killed_job_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
     assert out["prompt_uid"].n_unique() == 36
     assert out["cache_hit"].sum() == done
     assert set(out["prompt_uid"]) == set(prompt_table()["prompt_uid"])
+
+
+YES_NO = AnswerSpec(
+    options=(Option("Yes", ("Yes", "yes", "YES")), Option("No", ("No", "no", "NO")))
+)
+RATING = AnswerSpec(options=tuple(Option(str(k), (str(k),)) for k in range(1, 6)))
+
+
+def test_answer_spec_enters_the_key_only_when_it_changes_the_generation() -> None:
+    base = ({"model": "a"}, {"t": 1}, "text", "uid", 0)
+    plain = cache_key(*base)
+    # options are scored beside the generation: same key as a plain-text answer
+    assert cache_key(*base, YES_NO.cache_fields()) == plain
+    assert cache_key(*base, RATING.cache_fields()) == plain
+    schema = AnswerSpec(json_schema=canonical_json({"type": "object"}))
+    tool = Tool.of("submit", "Submit.", {"type": "object"})
+    forced = AnswerSpec(tools=(tool,), tool_choice="submit")
+    keys = {cache_key(*base, spec.cache_fields()) for spec in (schema, forced)}
+    assert len(keys | {plain}) == 3
+
+
+def test_legacy_cache_files_are_read_as_option_scores(tmp_path: Path) -> None:
+    """Cache parts written before option scores existed (p_yes/p_no columns) still serve."""
+    legacy = pl.DataFrame(
+        {
+            "cache_key": ["k1", "k2", "k3"],
+            "prompt_uid": ["u1", "u2", "u3"],
+            "completion": ["Yes.", "No", "$50,000"],
+            "prompt_tokens": [10, 10, 10],
+            "completion_tokens": [2, 1, 3],
+            "finish_reason": ["stop"] * 3,
+            "p_yes": [0.25, 0.0, None],
+            "p_no": [0.5, 0.125, None],
+            "seconds": [0.1] * 3,
+            "backend": ["hf"] * 3,
+            "created": [1.0] * 3,
+        }
+    )
+    folder = tmp_path / "m" / "seed0" / "healthcare"
+    folder.mkdir(parents=True)
+    legacy.write_parquet(folder / "0of1.1-abc.parquet")
+    found = ResponseCache(tmp_path, "m", 0, "healthcare", 0, 1).lookup(["k1", "k2", "k3"])
+    scores = dict(zip(found["cache_key"], found["option_logprobs"], strict=True))
+    first = json.loads(scores["k1"])
+    assert math.exp(first["Yes|yes|YES"]) == pytest.approx(0.25, rel=1e-15)
+    assert math.exp(first["No|no|NO"]) == pytest.approx(0.5, rel=1e-15)
+    assert json.loads(scores["k2"])["Yes|yes|YES"] == -math.inf
+    assert scores["k3"] is None
+    assert {option.key() for option in YES_NO.options} == set(first)
+    assert not found["constrained"].any()
+
+
+def test_missing_option_scores_are_added_without_regenerating(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = CountingBackend()
+    plain = _run(tmp_path, first)
+    assert plain["option_logprobs"].is_null().all()
+    # The task now asks for a 1-5 option set: the sampled answers are kept, scores added.
+    again = CountingBackend()
+    with caplog.at_level(logging.INFO):
+        scored = _run(tmp_path, again, answer=RATING)
+    assert again.calls == 0 and again.scored == plain.height
+    assert "model calls: 0, cache hits: 36, options scored for cached answers: 36" in caplog.text
+    assert scored["completion"].to_list() == plain["completion"].to_list()
+    expected = {str(k): -float(k) for k in range(1, 6)}
+    assert all(json.loads(s) == expected for s in scored["option_logprobs"])
+    # A third run finds every score in the cache.
+    third = CountingBackend()
+    again_scored = _run(tmp_path, third, answer=RATING)
+    assert third.calls == 0 and third.scored == 0
+    assert again_scored["option_logprobs"].to_list() == scored["option_logprobs"].to_list()
+
+
+def test_constrained_answers_are_cached_apart_from_plain_ones(tmp_path: Path) -> None:
+    _run(tmp_path, CountingBackend())
+    schema = AnswerSpec(json_schema=canonical_json({"type": "object"}))
+    again = CountingBackend()
+    _run(tmp_path, again, answer=schema)
+    assert again.calls == 36
+
+
+def test_a_shard_without_prompts_writes_an_empty_table(tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts.parquet"
+    prompt_table().head(1).write_parquet(prompts)
+    backend = CountingBackend()
+    uid = pl.read_parquet(prompts)["prompt_uid"][0]
+    empty_shard = 1 - int(uid[:8], 16) % 2
+    out = run_shard(
+        prompts_path=prompts,
+        shard=empty_shard,
+        n_shards=2,
+        model_dir=tmp_path,
+        model_name="m",
+        model_spec={"backend": "hf"},
+        task="healthcare",
+        seed=0,
+        decoding=DECODING,
+        max_new_tokens=8,
+        out_path=tmp_path / "out.parquet",
+        cache_dir=tmp_path / "cache",
+        backend=backend,
+        answer=YES_NO,
+    )
+    assert out.height == 0 and backend.calls == 0
+    assert pl.read_parquet(tmp_path / "out.parquet").columns == out.columns

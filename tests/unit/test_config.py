@@ -19,18 +19,18 @@ def test_default_config_is_valid_and_gets_defaults() -> None:
     validate_config(config, SCHEMA)
     check_input_files(config, ROOT)
     assert config["decoding"]["temperature"] == 1.0
-    assert config["tasks"]["salary"]["limit"] is None
+    assert config["probing"]["tasks"]["salary"]["limit"] is None
 
 
 def test_every_violation_is_reported_by_key() -> None:
     config = default_config()
-    config["tasks"]["legal"]["outcome"] = "ternary"
-    config["tasks"]["legal"]["shards"] = 0
+    config["probing"]["tasks"]["legal"]["outcome"] = "ternary"
+    config["probing"]["tasks"]["legal"]["shards"] = 0
     with pytest.raises(InputError) as error:
         validate_config(config, SCHEMA)
     message = str(error.value)
-    assert "config key tasks.legal.outcome: 'ternary' is not one of" in message
-    assert "config key tasks.legal.shards: 0 is less than the minimum of 1" in message
+    assert "config key probing.tasks.legal.outcome: 'ternary' is not one of" in message
+    assert "config key probing.tasks.legal.shards: 0 is less than the minimum of 1" in message
 
 
 def test_model_needs_a_source() -> None:

@@ -11,96 +11,77 @@ sys.path.insert(0, LIBRARY_DIR)
 
 from cueaudit.config import check_input_files, validate_config  # noqa: E402
 
-DIMENSIONS = ["race", "gender"]
+# Nothing below may read the config before it is validated: a missing key stops the run
+# here with its name instead of failing later as a bare KeyError.
+validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
+check_input_files(config)
+
+# Inference tasks of every study that runs: task -> {outcome, answer, max_new_tokens, shards}.
+# Each study's common.smk registers its own; the shared stages (inference, parsing, database)
+# read only this table, never a study's config block.
+INFERENCE_TASKS = {}
+# Result tables loaded into the database: table name -> CSV path, filled by each study.
+STUDY_TABLES = {}
+# Studies whose DuckDB views the database registers (cueaudit.<study>.views).
+STUDY_VIEWS = []
 
 
-def validate_study_config(config):
-    """Stop before any job if the config breaks its schema or names missing files."""
-    validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
-    check_input_files(config)
+def study_enabled(study):
+    """A study runs when its block is in the config."""
+    return study in config
 
 
-RACE_PREDICTION = "race_prediction"
+def register_inference_tasks(tasks):
+    clash = sorted(set(tasks) & set(INFERENCE_TASKS))
+    if clash:
+        raise ValueError(f"task names used by two studies: {clash}")
+    INFERENCE_TASKS.update(tasks)
 
 
-def race_prediction_enabled():
-    return bool(config.get("race_prediction", {}).get("enabled"))
+def register_study_tables(study, tables):
+    STUDY_TABLES.update(tables)
+    STUDY_VIEWS.append(study)
+
+
+def config_slice(block, *keys):
+    """Only ``keys`` of a config block, so that a rule's params change only when they do."""
+    return {key: block[key] for key in keys if key in block}
 
 
 def task_names():
-    """Advice tasks, then the derived race-prediction task when it is enabled."""
-    return list(config["tasks"]) + ([RACE_PREDICTION] if race_prediction_enabled() else [])
-
-
-def task_config(task):
-    if task == RACE_PREDICTION:
-        spec = config["race_prediction"]
-        return {
-            "outcome": "race",
-            "max_new_tokens": spec["max_new_tokens"],
-            "shards": spec["shards"],
-            "limit": None,
-        }
-    return config["tasks"][task]
+    return list(INFERENCE_TASKS)
 
 
 def model_names():
     return list(config["models"])
 
 
-def shard_ids(task):
-    return range(task_config(task)["shards"])
-
-
-wildcard_constraints:
-    task="|".join(map(re.escape, task_names())),
-    model="|".join(map(re.escape, config["models"])),
-    seed=r"\d+",
-    shard=r"\d+",
-    dimension="|".join(DIMENSIONS),
-
-
-def task_spec(wildcards):
-    return task_config(wildcards.task)
-
-
-def task_base_prompts(wildcards):
-    return task_spec(wildcards)["base_prompts"]
-
-
-def task_limit(wildcards):
-    return task_spec(wildcards)["limit"]
-
-
-def task_max_new_tokens(wildcards):
-    return task_spec(wildcards)["max_new_tokens"]
-
-
-def task_shards(wildcards):
-    return task_spec(wildcards)["shards"]
-
-
-def task_outcome(wildcards):
-    return task_spec(wildcards)["outcome"]
-
-
 def model_spec(wildcards):
     return config["models"][wildcards.model]
 
 
-def name_list_files():
-    names = config.get("cues", {}).get("names")
-    return names["lists"] if names else {}
+def inference_task(wildcards):
+    return INFERENCE_TASKS[wildcards.task]
 
 
-def names_config():
-    names = config.get("cues", {}).get("names") or {}
-    return {key: value for key, value in names.items() if key != "lists"}
+def task_max_new_tokens(wildcards):
+    return inference_task(wildcards)["max_new_tokens"]
 
 
-def explicit_categories():
-    explicit = config.get("cues", {}).get("explicit")
-    return explicit["categories"] if explicit else []
+def task_shards(wildcards):
+    return inference_task(wildcards)["shards"]
+
+
+def task_outcome(wildcards):
+    return inference_task(wildcards)["outcome"]
+
+
+def task_answer(wildcards):
+    return inference_task(wildcards)["answer"]
+
+
+def shard_ids(task):
+    return range(INFERENCE_TASKS[task]["shards"])
 
 
 def response_shards(wildcards):
@@ -113,16 +94,16 @@ def response_shards(wildcards):
     )
 
 
-def all_prompt_tables():
-    return expand("results/prompts/{task}.parquet", task=task_names())
+def all_prompt_tables(tasks=None):
+    return expand("results/prompts/{task}.parquet", task=tasks or task_names())
 
 
-def all_response_shards():
+def all_response_shards(tasks=None):
     return [
         path
         for model in model_names()
         for seed in config["seeds"]
-        for task in task_names()
+        for task in tasks or task_names()
         for path in expand(
             "results/responses/{model}/seed{seed}/{task}/{shard}.parquet",
             model=model,
@@ -133,59 +114,36 @@ def all_response_shards():
     ]
 
 
-def all_outcome_tables():
+def all_outcome_tables(tasks=None):
     return expand(
         "results/outcomes/{model}/seed{seed}/{task}.parquet",
         model=model_names(),
         seed=config["seeds"],
-        task=task_names(),
+        task=tasks or task_names(),
     )
 
 
-def task_outcome_kinds():
-    return {task: task_config(task)["outcome"] for task in task_names()}
+def task_outcome_kinds(tasks=None):
+    return {task: INFERENCE_TASKS[task]["outcome"] for task in tasks or task_names()}
 
 
-def analysis_settings():
-    return config["analysis"]
+def task_pattern(tasks):
+    return "|".join(map(re.escape, tasks))
 
 
-def analysis_tables():
-    return {
-        "parse_rates": "results/tables/parse_rates.csv",
-        **{f"validity_{d}": f"results/tables/validity_{d}.csv" for d in DIMENSIONS},
-        **{
-            f"validity_{d}_averaged": f"results/tables/validity_{d}_averaged.csv"
-            for d in DIMENSIONS
-        },
-        **{f"ratios_{d}": f"results/tables/ratios_{d}.csv" for d in DIMENSIONS},
-        **{f"means_{d}": f"results/tables/means_{d}.csv" for d in DIMENSIONS},
-        "sample_sizes": "results/tables/sample_sizes.csv",
-        "race_prediction": "results/tables/race_prediction.csv",
-        "readability": "results/tables/readability.csv",
-        "regressions": "results/tables/regressions.csv",
-    }
+# Shared cue resources: name lists, explicit descriptors, dialog-history clusters.
 
-
-def final_outputs():
-    return [
-        "results/cueaudit.duckdb",
-        *expand("results/figures/validity_{dimension}.png", dimension=DIMENSIONS),
-        *expand("results/figures/ratios_{dimension}.png", dimension=DIMENSIONS),
-        *expand("results/figures/validity_{dimension}_across.png", dimension=DIMENSIONS),
-        *expand("results/figures/means_{dimension}.png", dimension=DIMENSIONS),
-        *(
-            ["results/replication"]
-            if config.get("analysis", {}).get("replication_export", True)
-            else []
-        ),
-    ]
-
-
-# Cue-resource inputs: name derivation, AAVE translation, dialog clusters, race prediction.
 
 def names_settings():
-    return config.get("cues", {}).get("names") or {}
+    return config["cues"].get("names") or {}
+
+
+def name_list_files():
+    return names_settings().get("lists", {})
+
+
+def names_config():
+    return {key: value for key, value in names_settings().items() if key != "lists"}
 
 
 def use_derived_names():
@@ -212,27 +170,21 @@ def prepare_names_inputs():
     return {"lists": list(name_list_files().values())}
 
 
+def explicit_categories():
+    explicit = config["cues"].get("explicit")
+    return explicit["categories"] if explicit else []
+
+
 def dialect_config():
-    return config.get("cues", {}).get("dialect")
+    return config["cues"].get("dialect")
 
 
 def dialect_enabled():
     return dialect_config() is not None
 
 
-def dialect_task_inputs():
-    """task -> [base-prompt CSV, limit] for every advice task (translated once each)."""
-    return {
-        task: [spec["base_prompts"], spec.get("limit")] for task, spec in config["tasks"].items()
-    }
-
-
-def dialect_base_prompt_files():
-    return [spec["base_prompts"] for spec in config["tasks"].values()]
-
-
 def dialog_config():
-    return config.get("cues", {}).get("dialog") or {}
+    return config["cues"].get("dialog") or {}
 
 
 def dialog_sources():
@@ -248,25 +200,13 @@ def dialog_source_files(wildcards):
 
 
 def dialog_settings():
-    return {key: dialog_config().get(key) for key in ("n_clusters", "seed")}
+    return config_slice(dialog_config(), "n_clusters", "seed")
 
 
-def prompt_cue_inputs(wildcards):
-    """Optional inputs of expand_prompts: the dialect translations and dialog clusters."""
-    inputs = {}
-    if dialect_enabled():
-        inputs["translations"] = "results/resources/dialect_aave.parquet"
-    if dialog_sources():
-        inputs["dialog"] = expand(
-            "results/resources/dialog_{source}.parquet", source=dialog_sources()
-        )
-    return inputs
-
-
-def race_prediction_source_tables():
-    tasks = config["race_prediction"]["tasks"] or list(config["tasks"])
-    return expand("results/prompts/{task}.parquet", task=tasks)
-
-
-def advice_task_pattern():
-    return "|".join(map(re.escape, config["tasks"]))
+def database_inputs():
+    return {
+        "prompts": all_prompt_tables(),
+        "responses": all_response_shards(),
+        "outcomes": all_outcome_tables(),
+        "tables": list(STUDY_TABLES.values()),
+    }

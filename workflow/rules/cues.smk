@@ -1,34 +1,61 @@
-# Cue resources beyond name lists and explicit descriptors: AAVE translations of the base
-# prompts, dialog-history clusters (CAD, PRISM) and the race-prediction prompt table.
+# Shared cue resources: name lists, explicit descriptors and dialog-history clusters.
 
 
-rule translate_dialect:
+rule derive_names:
     input:
-        dialect_base_prompt_files(),
+        name_derivation_files(),
+        published=list(name_list_files().values()),
     output:
-        translations="results/resources/dialect_aave.parquet",
-        audit=report(
-            "results/tables/dialect_audit.csv",
-            caption="../report/dialect_audit.rst",
-            category="Cue resources",
-        ),
-        flagged=report(
-            "results/tables/dialect_flagged.csv",
-            caption="../report/dialect_audit.rst",
+        derived="results/resources/names_derived.parquet",
+        overlap=report(
+            "results/tables/name_overlap.csv",
+            caption="../report/name_overlap.rst",
             category="Cue resources",
         ),
     params:
-        dialect=dialect_config(),
-        tasks=dialect_task_inputs(),
+        derive=name_derivation_config(),
+        published=name_list_files(),
     log:
-        "logs/resources/translate_dialect.log",
+        "logs/resources/derive_names.log",
     conda:
         "../../envs/data.yaml"
     resources:
         mem_mb=4000,
-        runtime=120,
+        runtime=30,
     script:
-        "../scripts/translate_dialect.py"
+        "../scripts/derive_names.py"
+
+
+rule prepare_names:
+    input:
+        **prepare_names_inputs(),
+    output:
+        "results/resources/names.parquet",
+    log:
+        "logs/resources/prepare_names.log",
+    conda:
+        "../../envs/data.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    script:
+        "../scripts/prepare_names.py"
+
+
+rule build_explicit_descriptors:
+    output:
+        "results/resources/explicit_descriptors.parquet",
+    params:
+        categories=explicit_categories(),
+    log:
+        "logs/resources/build_explicit_descriptors.log",
+    conda:
+        "../../envs/data.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    script:
+        "../scripts/build_explicit_descriptors.py"
 
 
 rule build_dialog_clusters:
@@ -55,19 +82,3 @@ rule build_dialog_clusters:
         runtime=30,
     script:
         "../scripts/build_dialog_clusters.py"
-
-
-rule build_race_prediction_prompts:
-    input:
-        race_prediction_source_tables(),
-    output:
-        "results/prompts/race_prediction.parquet",
-    log:
-        "logs/prompts/race_prediction.log",
-    conda:
-        "../../envs/data.yaml"
-    resources:
-        mem_mb=4000,
-        runtime=30,
-    script:
-        "../scripts/build_race_prediction_prompts.py"

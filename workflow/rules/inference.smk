@@ -2,6 +2,13 @@
 # src/cueaudit/inference/cache.py) when the model, weights, decoding and prompt are unchanged:
 # a rerun triggered by a code or params change makes no model call for them. Batch API state
 # lives in results/cache/batches/. Neither folder is a rule output, so reruns keep them.
+wildcard_constraints:
+    task=task_pattern(task_names()),
+    model=task_pattern(model_names()),
+    seed=r"\d+",
+    shard=r"\d+",
+
+
 rule generate_responses:
     input:
         prompts="results/prompts/{task}.parquet",
@@ -13,6 +20,8 @@ rule generate_responses:
         decoding=config["decoding"],
         max_new_tokens=task_max_new_tokens,
         shards=task_shards,
+        outcome=task_outcome,
+        answer=task_answer,
         cache_dir="results/cache/responses",
     threads: 2
     log:

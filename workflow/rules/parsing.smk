@@ -5,6 +5,7 @@ rule parse_responses:
         "results/outcomes/{model}/seed{seed}/{task}.parquet",
     params:
         outcome=task_outcome,
+        answer=task_answer,
     log:
         "logs/parsing/{model}/seed{seed}/{task}.log",
     conda:

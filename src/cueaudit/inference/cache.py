@@ -6,9 +6,16 @@ Layout (plain parquet, documented in the README)::
 
 Each file holds finished responses keyed by ``cache_key``, the SHA-256 of everything that
 determines an answer: the backend's identity (model weights hash or resolved revision, dtype,
-quantization, sampler version), the decoding parameters, the rendered prompt, the prompt uid
-and the run seed (cueaudit.inference.cache.cache_key). Batch size, shard count, code changes
-outside the key, or the model's name in the config do not enter the key.
+quantization, sampler version), the decoding parameters, the rendered prompt, the prompt uid,
+the run seed and what of the answer spec changes the generation (a JSON schema, tools:
+``AnswerSpec.cache_fields``). Batch size, shard count, code changes outside the key, the
+model's name in the config, or which options are scored do not enter the key.
+
+Option scores are stored per option (``option_logprobs``); a request asking for options a
+cached answer lacks gets them added by a scoring pass (``ResponseCache.write`` of the merged
+row: readers keep each key's newest row). Files written before option scores existed carry
+``p_yes``/``p_no``; they are read as the scores of the options ``Yes|yes|YES`` and
+``No|no|NO``, which is what those columns measured.
 
 Concurrency: one writer per inference job. A job only ever creates files whose name starts
 with its own ``{shard}of{n_shards}.`` prefix (Snakemake runs one job per shard), each written
@@ -22,8 +29,8 @@ compaction and drop duplicate keys.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
+import math
 import os
 import time
 import uuid
@@ -33,7 +40,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from cueaudit.inference.core import GENERATION_SCHEMA
+from cueaudit.inference.core import GENERATION_SCHEMA, canonical_json
 from cueaudit.io import write_parquet
 
 log = logging.getLogger(__name__)
@@ -55,21 +62,63 @@ def cache_key(
     rendered_prompt: str,
     prompt_uid: str,
     seed: int,
+    answer: Mapping[str, Any] | None = None,
 ) -> str:
-    """SHA-256 over the canonical JSON of everything that determines one answer."""
-    payload = json.dumps(
-        {
-            "identity": dict(identity),
-            "decoding": dict(decoding),
-            "prompt": rendered_prompt,
-            "uid": prompt_uid,
-            "seed": seed,
-        },
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
+    """SHA-256 over the canonical JSON of everything that determines one answer.
+
+    ``answer`` (``AnswerSpec.cache_fields``) enters only when not empty, so the key of a
+    plain-text answer is the one it had before answer specs existed.
+    """
+    fields: dict[str, Any] = {
+        "identity": dict(identity),
+        "decoding": dict(decoding),
+        "prompt": rendered_prompt,
+        "uid": prompt_uid,
+        "seed": seed,
+    }
+    if answer:
+        fields["answer"] = dict(answer)
+    return hashlib.sha256(canonical_json(fields).encode("utf-8")).hexdigest()
+
+
+#: Option keys the first-token P(Yes)/P(No) of cache files without option scores measured.
+LEGACY_OPTIONS: Final = ("Yes|yes|YES", "No|no|NO")
+
+
+def _legacy_scores(p_yes: float | None, p_no: float | None) -> str | None:
+    if p_yes is None or p_no is None:
+        return None
+    scores = {
+        key: math.log(p) if p > 0 else -math.inf
+        for key, p in zip(LEGACY_OPTIONS, (p_yes, p_no), strict=True)
+    }
+    return canonical_json(scores)
+
+
+def read_part(path: str | Path) -> pl.DataFrame:
+    """One cache file in the current schema (files with ``p_yes``/``p_no`` are migrated)."""
+    frame = pl.read_parquet(path)
+    if "option_logprobs" not in frame.columns and "p_yes" in frame.columns:
+        scores = [
+            _legacy_scores(y, n)
+            for y, n in zip(frame["p_yes"].to_list(), frame["p_no"].to_list(), strict=True)
+        ]
+        frame = frame.with_columns(
+            option_logprobs=pl.Series(scores, dtype=pl.String),
+            tool_calls=pl.lit(None, pl.String),
+            constrained=pl.lit(False),
+        )
+    return frame.select(list(CACHE_SCHEMA)).cast(CACHE_SCHEMA)
+
+
+def _newest_per_key(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    if not frames:
+        return pl.DataFrame(schema=CACHE_SCHEMA)
+    return (
+        pl.concat(frames)
+        .sort("created", descending=True, maintain_order=True)
+        .unique("cache_key", keep="first", maintain_order=True)
     )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 class ResponseCache:
@@ -86,19 +135,16 @@ class ResponseCache:
         return sorted(self.folder.glob("*.parquet")) if self.folder.is_dir() else []
 
     def lookup(self, keys: Iterable[str]) -> pl.DataFrame:
-        """Cached rows of these keys (one row per key)."""
+        """Cached rows of these keys (one row per key, the newest)."""
         wanted = pl.Series("cache_key", list(dict.fromkeys(keys)), dtype=pl.String)
         frames = []
         for path in self._files():
             try:
-                frame = pl.read_parquet(path)
+                frame = read_part(path)
             except FileNotFoundError:  # compacted away by its writer meanwhile
                 continue
             frames.append(frame.filter(pl.col("cache_key").is_in(wanted)))
-        if not frames:
-            return pl.DataFrame(schema=CACHE_SCHEMA)
-        found = pl.concat([f.select(list(CACHE_SCHEMA)).cast(CACHE_SCHEMA) for f in frames])
-        return found.unique("cache_key", keep="first", maintain_order=True)
+        return _newest_per_key(frames)
 
     def write(self, rows: list[dict[str, Any]]) -> Path | None:
         """Append finished responses as one new part file (atomic)."""
@@ -115,9 +161,7 @@ class ResponseCache:
         own = [p for p in self._files() if p.name.startswith(self.prefix)]
         if len(own) < 2:
             return
-        merged = pl.concat([pl.read_parquet(p).cast(CACHE_SCHEMA) for p in own]).unique(
-            "cache_key", keep="first", maintain_order=True
-        )
+        merged = _newest_per_key([read_part(p) for p in own])
         target = self.folder / f"{self.prefix}{time.time_ns()}-{uuid.uuid4().hex[:8]}.parquet"
         write_parquet(merged, target)
         for path in own:

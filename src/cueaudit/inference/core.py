@@ -1,7 +1,22 @@
-"""Types shared by every inference backend: requests, generations and the response schema."""
+"""The inference contract every backend answers: requests, answer specs, generations.
+
+A request carries the prompt text and an :class:`AnswerSpec` saying what kind of answer the
+task wants; the backend returns a :class:`Generation`. Nothing here knows which study asked:
+studies say what an answer is (options to score, a JSON schema, tools), backends only answer.
+
+- **Option scores.** For a closed set of options the backend returns, per option, the log of
+  the summed probability of the option's surface forms as full continuations of the prompt
+  (``Option.forms``: "Yes", "yes", "YES"), as lm-evaluation-harness scores multiple choice.
+  Scores are stored under :meth:`Option.key`, so a cached answer serves every later request
+  that asks for options it has already scored.
+- **Constrained generation.** ``json_schema`` asks for output that matches the schema.
+- **Tools.** ``tools`` with ``tool_choice`` (a tool's name forces that tool; ``"auto"`` lets
+  the model choose); tool calls come back in ``Generation.tool_calls``.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -14,14 +29,18 @@ GENERATION_SCHEMA: Final = {
     "prompt_tokens": pl.Int64,
     "completion_tokens": pl.Int64,
     "finish_reason": pl.String,
-    "p_yes": pl.Float64,
-    "p_no": pl.Float64,
+    #: JSON object {option key: log-probability}; null when no options were scored.
+    "option_logprobs": pl.String,
+    #: JSON list of {"name": ..., "arguments": {...}}; null when the answer is plain text.
+    "tool_calls": pl.String,
+    #: True when the output was constrained to a schema (a JSON schema or a forced tool).
+    "constrained": pl.Boolean,
     "seconds": pl.Float64,
 }
 GENERATION_FIELDS: Final = tuple(GENERATION_SCHEMA)
 
 #: Columns of a response shard results/responses/{model}/seed{seed}/{task}/{shard}.parquet.
-#: The first eleven are the contract read by cueaudit.outcomes; the rest describe provenance.
+#: The generation columns are the contract read by cueaudit.parsing; the rest is provenance.
 RESPONSE_SCHEMA: Final = {
     "prompt_uid": pl.String,
     "model": pl.String,
@@ -32,6 +51,96 @@ RESPONSE_SCHEMA: Final = {
     "cache_key": pl.String,
     "cache_hit": pl.Boolean,
 }
+
+
+def canonical_json(value: Any) -> str:
+    """Key-sorted compact JSON: equal values give equal strings (cache keys, schemas)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One answer of a closed set: its label and the surface forms whose probabilities add up."""
+
+    label: str
+    forms: tuple[str, ...]
+
+    def key(self) -> str:
+        """The name its score is stored under: its forms, in order, joined by ``|``."""
+        return "|".join(self.forms)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A function the model may call: a name, a description and a JSON schema of arguments."""
+
+    name: str
+    description: str
+    parameters_json: str  # canonical JSON of the arguments' schema (hashable)
+
+    @classmethod
+    def of(cls, name: str, description: str, parameters: Mapping[str, Any]) -> Tool:
+        return cls(name, description, canonical_json(dict(parameters)))
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        parameters: dict[str, Any] = json.loads(self.parameters_json)
+        return parameters
+
+    def openai(self) -> dict[str, Any]:
+        """The tool in the chat-completions ``tools`` format (also what chat templates read)."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class AnswerSpec:
+    """What a task asks the backend for, beyond free text."""
+
+    options: tuple[Option, ...] = ()
+    json_schema: str | None = None  # canonical JSON of a schema the output must match
+    tools: tuple[Tool, ...] = ()
+    tool_choice: str | None = None  # a tool's name (forced), "auto", "required" or "none"
+
+    @property
+    def forced_tool(self) -> Tool | None:
+        """The tool the model must call, when ``tool_choice`` names one."""
+        return next((t for t in self.tools if t.name == self.tool_choice), None)
+
+    @property
+    def constrained(self) -> bool:
+        return self.json_schema is not None or self.forced_tool is not None
+
+    def schema(self) -> dict[str, Any] | None:
+        schema: dict[str, Any] | None = (
+            json.loads(self.json_schema) if self.json_schema is not None else None
+        )
+        return schema
+
+    def cache_fields(self) -> dict[str, Any]:
+        """What of the spec changes the generated text, for the response-cache key.
+
+        Options are scored beside the generation without changing it, so they stay out of the
+        key: an answer cached before a task scored options (or scored other ones) is served,
+        and only the missing scores are computed. A spec with no schema and no tools adds
+        nothing, so keys of plain-text answers are the keys they always were.
+        """
+        fields: dict[str, Any] = {}
+        if self.json_schema is not None:
+            fields["json_schema"] = self.json_schema
+        if self.tools:
+            fields["tools"] = [[t.name, t.description, t.parameters_json] for t in self.tools]
+            fields["tool_choice"] = self.tool_choice
+        return fields
+
+
+PLAIN_TEXT: Final = AnswerSpec()
 
 
 @dataclass(frozen=True)
@@ -58,6 +167,16 @@ class Request:
     seed: int
     cache_key: str = ""
     group: str = ""
+    answer: AnswerSpec = PLAIN_TEXT
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any] | str  # the parsed arguments, or the raw text if not JSON
+
+    def row(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": self.arguments}
 
 
 @dataclass(frozen=True)
@@ -66,26 +185,49 @@ class Generation:
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str
-    p_yes: float | None
-    p_no: float | None
+    option_logprobs: dict[str, float] | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    constrained: bool = False
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def row(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in GENERATION_FIELDS}
+        """The generation's columns (GENERATION_SCHEMA), JSON-encoded where structured."""
+        return {
+            "completion": self.completion,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "finish_reason": self.finish_reason,
+            "option_logprobs": (
+                canonical_json(self.option_logprobs) if self.option_logprobs is not None else None
+            ),
+            "tool_calls": (
+                canonical_json([c.row() for c in self.tool_calls]) if self.tool_calls else None
+            ),
+            "constrained": self.constrained,
+            "seconds": self.seconds,
+        }
 
 
 class Backend(Protocol):
-    """What the shard runner needs from a backend."""
+    """What the shard runner needs from a backend.
+
+    ``scores_options`` says whether :meth:`score` works (local models); API backends return
+    the scores they can read from top-logprobs within :meth:`generate` only.
+    ``flush_every_batch`` asks the runner to write each batch to the cache at once (paid
+    answers).
+    """
 
     name: str
+    scores_options: bool
+    flush_every_batch: bool
 
     def identity(self) -> dict[str, Any]:
         """Everything besides the prompt and seed that determines an answer (cache key)."""
         ...
 
-    def render(self, text: str) -> str:
-        """The exact model input of a prompt (chat template applied), for the cache key."""
+    def render(self, text: str, answer: AnswerSpec = PLAIN_TEXT) -> str:
+        """The exact model input of a prompt (chat template, tools), for the cache key."""
         ...
 
     def generate(
@@ -94,10 +236,25 @@ class Backend(Protocol):
         """Answer the requests, yielding completed batches as soon as they finish."""
         ...
 
+    def score(
+        self, requests: Iterable[Request]
+    ) -> Iterator[list[tuple[Request, dict[str, float]]]]:
+        """Option log-probabilities of each request's ``answer.options``, without generating."""
+        ...
 
-def render_user_turn(tokenizer: Any, text: str) -> str:
-    """The prompt as one user turn in the model's chat template, ready for the answer."""
+
+def render_user_turn(tokenizer: Any, text: str, tools: Iterable[Tool] = ()) -> str:
+    """The prompt as one user turn in the model's chat template, ready for the answer.
+
+    Tools go through the template's own ``tools`` variable; without tools the rendering is the
+    one every cached answer was keyed on.
+    """
+    listed = [t.openai() for t in tools]
+    kwargs: dict[str, Any] = {"tools": listed} if listed else {}
     rendered: str = tokenizer.apply_chat_template(
-        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+        [{"role": "user", "content": text}],
+        tokenize=False,
+        add_generation_prompt=True,
+        **kwargs,
     )
     return rendered

@@ -8,6 +8,7 @@ served without a model call, finished batches are flushed to the cache while the
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -16,57 +17,37 @@ from typing import Any
 
 import polars as pl
 
-from cueaudit.expansion import shard_of
+from cueaudit.inference.backends import build_backend
 from cueaudit.inference.cache import CACHE_SCHEMA, DEFAULT_CACHE_DIR, ResponseCache, cache_key
-from cueaudit.inference.core import RESPONSE_SCHEMA, Backend, Decoding, Request
-from cueaudit.inference.sampling import prompt_seed
+from cueaudit.inference.core import (
+    PLAIN_TEXT,
+    RESPONSE_SCHEMA,
+    AnswerSpec,
+    Backend,
+    Decoding,
+    Request,
+    canonical_json,
+)
 from cueaudit.io import write_parquet
+from cueaudit.prompts import shard_of
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RESPONSE_SCHEMA", "make_backend", "run_shard", "shard_prompts"]
+__all__ = ["RESPONSE_SCHEMA", "run_shard", "shard_prompts"]
 
 
 def shard_prompts(prompts_path: str | Path, shard: int, n_shards: int) -> pl.DataFrame:
-    """The shard's prompts, each with its prefix-sharing group (one cue value)."""
+    """The shard's prompts with their prefix-sharing group (a study's ``group`` column, or
+    for the probing tables one cue value)."""
     prompts = pl.read_parquet(prompts_path)
-    group = (
-        pl.concat_str([pl.col("cue"), pl.col("cue_value").fill_null("")], separator="\x1f")
-        if {"cue", "cue_value"} <= set(prompts.columns)
-        else pl.lit("")
-    )
+    if "group" in prompts.columns:
+        group = pl.col("group").fill_null("")
+    elif {"cue", "cue_value"} <= set(prompts.columns):
+        group = pl.concat_str([pl.col("cue"), pl.col("cue_value").fill_null("")], separator="\x1f")
+    else:
+        group = pl.lit("")
     prompts = prompts.select("prompt_uid", "text", group=group)
     return prompts.filter(shard_of(prompts["prompt_uid"], n_shards) == shard)
-
-
-def make_backend(model_dir: str | Path, model_spec: Mapping[str, Any]) -> Backend:
-    """The configured backend of a prepared model folder."""
-    from cueaudit.models import load_manifest
-
-    manifest = load_manifest(model_dir)
-    kind = model_spec["backend"]
-    if kind == "openai":
-        from cueaudit.inference.openai_backend import OpenAIBackend
-
-        return OpenAIBackend.from_spec(model_spec, manifest["model_id"])
-    if kind == "vllm":
-        from cueaudit.inference.vllm_backend import VLLMBackend
-
-        return VLLMBackend.from_spec(manifest["resolved_path"], model_spec, manifest["model_id"])
-    from cueaudit.inference.hf import HFEngine
-
-    return HFEngine(
-        manifest["resolved_path"],
-        model_id=manifest["model_id"],
-        dtype=model_spec.get("dtype", "float32"),
-        device=model_spec.get("device", "auto"),
-        quantization=model_spec.get("quantization", "none"),
-        compile=model_spec.get("compile", False),
-        attn_implementation=model_spec.get("attn_implementation"),
-        token_budget=model_spec.get("token_budget", "auto"),
-        max_batch_size=model_spec.get("batch_size", 64),
-        prefix_min_tokens=model_spec.get("prefix_min_tokens", 32),
-    )
 
 
 class _Progress:
@@ -108,6 +89,7 @@ def run_shard(
     decoding: Mapping[str, Any],
     max_new_tokens: int,
     out_path: str | Path,
+    answer: AnswerSpec = PLAIN_TEXT,
     cache_dir: str | Path = DEFAULT_CACHE_DIR,
     backend: Backend | None = None,
     flush_rows: int = 256,
@@ -115,28 +97,29 @@ def run_shard(
 ) -> pl.DataFrame:
     """Answer every prompt of the shard (from the cache where possible) and write the table."""
     prompts = shard_prompts(prompts_path, shard, n_shards)
-    backend = backend or make_backend(model_dir, model_spec)
+    job = f"{model_name}/seed{seed}/{task}/{shard}of{n_shards}"
+    # Batch API state lives beside the response cache: results/cache/batches/<job>.
+    backend = backend or build_backend(
+        model_dir, model_spec, state_dir=Path(cache_dir).parent / "batches" / job
+    )
     params = Decoding.from_config(decoding, max_new_tokens)
     identity = backend.identity()
     decoding_key = dataclasses.asdict(params)
+    answer_key = answer.cache_fields()
     uids, texts, groups = (prompts[c].to_list() for c in ("prompt_uid", "text", "group"))
     keys = [
-        cache_key(identity, decoding_key, backend.render(text), uid, seed)
+        cache_key(identity, decoding_key, backend.render(text, answer), uid, seed, answer_key)
         for uid, text in zip(uids, texts, strict=True)
     ]
-    cache = ResponseCache(cache_dir, model_name, seed, task, shard, n_shards)
-    if hasattr(backend, "state_dir"):  # Batch API state beside the cache: results/cache/batches
-        job = f"{model_name}/seed{seed}/{task}/{shard}of{n_shards}"
-        backend.state_dir = Path(cache_dir).parent / "batches" / job
-    # Paid answers (API backends) are written to the cache as soon as they arrive.
-    flush_each = bool(getattr(backend, "flush_every_batch", False))
-    cached = cache.lookup(keys)
-    hit_keys = set(cached["cache_key"].to_list())
-    misses = [
-        Request(uid, text, seed=seed, cache_key=key, group=group)
+    requests = {
+        key: Request(uid, text, seed=seed, cache_key=key, group=group, answer=answer)
         for uid, text, group, key in zip(uids, texts, groups, keys, strict=True)
-        if key not in hit_keys
-    ]
+    }
+    cache = ResponseCache(cache_dir, model_name, seed, task, shard, n_shards)
+    cached = cache.lookup(keys)
+    cached, rescored = _add_missing_scores(cached, requests, answer, backend, cache)
+    hit_keys = set(cached["cache_key"].to_list())
+    misses = [request for key, request in requests.items() if key not in hit_keys]
     log.info(
         "%s seed %d task %s shard %d/%d: %d prompts, %d cached, %d to generate (%s, %s)",
         model_name,
@@ -150,36 +133,7 @@ def run_shard(
         backend.name,
         identity.get("model"),
     )
-    fresh: list[dict[str, Any]] = []
-    buffer: list[dict[str, Any]] = []
-    last_flush = time.perf_counter()
-    progress = _Progress(len(misses))
-    if misses:
-        for batch in backend.generate(misses, params):
-            now = time.time()
-            rows = [
-                {
-                    "cache_key": request.cache_key,
-                    "prompt_uid": request.uid,
-                    **generation.row(),
-                    "backend": backend.name,
-                    "created": now,
-                }
-                for request, generation in batch
-            ]
-            buffer.extend(rows)
-            fresh.extend(rows)
-            progress.update(len(rows))
-            if (
-                flush_each
-                or len(buffer) >= flush_rows
-                or time.perf_counter() - last_flush >= flush_seconds
-            ):
-                cache.write(buffer)
-                buffer, last_flush = [], time.perf_counter()
-        cache.write(buffer)
-        cache.compact()
-    model_calls = len(fresh)
+    fresh = _generate(backend, misses, params, cache, flush_rows, flush_seconds)
     answered = pl.concat(
         [
             cached.with_columns(cache_hit=pl.lit(True)),
@@ -187,7 +141,10 @@ def run_shard(
         ]
     ).unique("cache_key", keep="first")
     responses = (
-        pl.DataFrame({"prompt_uid": uids, "cache_key": keys})
+        pl.DataFrame(
+            {"prompt_uid": uids, "cache_key": keys},
+            schema={"prompt_uid": pl.String, "cache_key": pl.String},
+        )
         .join(answered.drop("prompt_uid", "created"), on="cache_key", how="left")
         .with_columns(model=pl.lit(model_name), seed=pl.lit(seed, pl.Int64), task=pl.lit(task))
         .select(list(RESPONSE_SCHEMA))
@@ -197,11 +154,107 @@ def run_shard(
     if missing:
         raise RuntimeError(f"{missing} prompts of the shard got no answer from {backend.name}")
     write_parquet(responses, out_path)
-    log.info("model calls: %d, cache hits: %d", model_calls, len(hit_keys))
+    log.info(
+        "model calls: %d, cache hits: %d, options scored for cached answers: %d",
+        len(fresh),
+        len(hit_keys),
+        rescored,
+    )
     stats = getattr(backend, "stats", None)
     if stats is not None:
         log.info("engine: %s", stats)
     return responses
+
+
+def _add_missing_scores(
+    cached: pl.DataFrame,
+    requests: Mapping[str, Request],
+    answer: AnswerSpec,
+    backend: Backend,
+    cache: ResponseCache,
+) -> tuple[pl.DataFrame, int]:
+    """Cached answers lacking some asked-for option scores get them from a scoring pass.
+
+    The cached text is kept (it was sampled once); only the scores, a deterministic function
+    of the prompt, are added and written back. Backends that cannot score (API models) serve
+    the cached answer with the scores it has.
+    """
+    wanted = [option.key() for option in answer.options]
+    if not wanted or cached.height == 0:
+        return cached, 0
+    stored = [json.loads(s) if s else {} for s in cached["option_logprobs"].to_list()]
+    lacking = [
+        key
+        for key, scores in zip(cached["cache_key"].to_list(), stored, strict=True)
+        if not all(option in scores for option in wanted)
+    ]
+    if not lacking:
+        return cached, 0
+    if not backend.scores_options:
+        log.warning(
+            "%d cached answers lack option scores and %s cannot add them; served as cached",
+            len(lacking),
+            backend.name,
+        )
+        return cached, 0
+    added: dict[str, dict[str, float]] = {}
+    for batch in backend.score([requests[key] for key in lacking]):
+        added.update((request.cache_key, scores) for request, scores in batch)
+    merged = [
+        canonical_json({**scores, **added.get(key, {})})
+        for key, scores in zip(cached["cache_key"].to_list(), stored, strict=True)
+    ]
+    cached = cached.with_columns(
+        option_logprobs=pl.Series(merged, dtype=pl.String),
+        created=pl.when(pl.col("cache_key").is_in(list(added)))
+        .then(pl.lit(time.time()))
+        .otherwise(pl.col("created")),
+    )
+    cache.write(cached.filter(pl.col("cache_key").is_in(list(added))).to_dicts())
+    return cached, len(added)
+
+
+def _generate(
+    backend: Backend,
+    misses: list[Request],
+    params: Decoding,
+    cache: ResponseCache,
+    flush_rows: int,
+    flush_seconds: float,
+) -> list[dict[str, Any]]:
+    """Generate the misses, flushing finished batches to the cache as they come."""
+    fresh: list[dict[str, Any]] = []
+    if not misses:
+        return fresh
+    buffer: list[dict[str, Any]] = []
+    last_flush = time.perf_counter()
+    progress = _Progress(len(misses))
+    for batch in backend.generate(misses, params):
+        now = time.time()
+        rows = [
+            {
+                "cache_key": request.cache_key,
+                "prompt_uid": request.uid,
+                **generation.row(),
+                "backend": backend.name,
+                "created": now,
+            }
+            for request, generation in batch
+        ]
+        buffer.extend(rows)
+        fresh.extend(rows)
+        progress.update(len(rows))
+        # Paid answers (API backends) are written to the cache as soon as they arrive.
+        if (
+            backend.flush_every_batch
+            or len(buffer) >= flush_rows
+            or time.perf_counter() - last_flush >= flush_seconds
+        ):
+            cache.write(buffer)
+            buffer, last_flush = [], time.perf_counter()
+    cache.write(buffer)
+    cache.compact()
+    return fresh
 
 
 def set_threads(threads: int) -> None:
@@ -211,8 +264,3 @@ def set_threads(threads: int) -> None:
     except ImportError:
         return
     torch.set_num_threads(max(1, int(threads)))
-
-
-def seed_of(seed: int, uid: str) -> int:
-    """Per-prompt seed a backend with a native seed parameter receives (OpenAI, vLLM)."""
-    return prompt_seed(seed, uid) % (2**31 - 1)

@@ -11,26 +11,13 @@ practice (tested at batch sizes 1, 7 and 32 on the real model).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 #: Bumped whenever the sampling algorithm changes what a (seed, uid) pair draws; it is part
 #: of the response-cache key so that a changed sampler never serves old samples.
 SAMPLER_VERSION = "icdf-f64-v1"
-
-
-def prompt_seed(seed: int, prompt_uid: str) -> int:
-    """64-bit seed of one prompt's random stream, a function of the run seed and its uid."""
-    digest = hashlib.sha256(f"cueaudit\x1f{seed}\x1f{prompt_uid}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
-
-
-def prompt_uniforms(seed: int, prompt_uid: str, n: int) -> np.ndarray:
-    """The first ``n`` uniforms of a prompt's stream (one per generated token)."""
-    return np.random.Generator(np.random.PCG64(prompt_seed(seed, prompt_uid))).random(n)
 
 
 @dataclass(frozen=True)

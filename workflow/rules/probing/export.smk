@@ -3,19 +3,19 @@
 
 rule export_replication:
     input:
-        prompts=all_prompt_tables(),
-        outcomes=all_outcome_tables(),
-        responses=all_response_shards(),
+        prompts=probing_prompt_tables(),
+        outcomes=probing_outcome_tables(),
+        responses=all_response_shards(probing_task_names()),
     output:
         directory("results/replication"),
     params:
-        task_outcomes=task_outcome_kinds(),
+        task_outcomes=probing_outcome_kinds(),
     log:
         "logs/export/replication.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../../../envs/analysis.yaml"
     resources:
         mem_mb=8000,
         runtime=60,
     script:
-        "../scripts/export_replication.py"
+        "../../scripts/export_replication.py"

@@ -7,7 +7,7 @@ rule plot_validity_heatmaps:
     output:
         png=report(
             "results/figures/validity_{dimension}.png",
-            caption="../report/validity.rst",
+            caption="../../report/validity.rst",
             category="Construct validity",
             labels={"figure": "within-group correlations", "dimension": "{dimension}"},
         ),
@@ -17,12 +17,12 @@ rule plot_validity_heatmaps:
     log:
         "logs/figures/validity_{dimension}.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../../../envs/analysis.yaml"
     resources:
         mem_mb=2000,
         runtime=10,
     script:
-        "../scripts/plot_validity_heatmaps.py"
+        "../../scripts/plot_validity_heatmaps.py"
 
 
 rule plot_validity_across:
@@ -31,7 +31,7 @@ rule plot_validity_across:
     output:
         png=report(
             "results/figures/validity_{dimension}_across.png",
-            caption="../report/validity_across.rst",
+            caption="../../report/validity_across.rst",
             category="Construct validity",
             labels={"figure": "cross-group correlations", "dimension": "{dimension}"},
         ),
@@ -41,12 +41,12 @@ rule plot_validity_across:
     log:
         "logs/figures/validity_{dimension}_across.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../../../envs/analysis.yaml"
     resources:
         mem_mb=2000,
         runtime=10,
     script:
-        "../scripts/plot_validity_heatmaps.py"
+        "../../scripts/plot_validity_heatmaps.py"
 
 
 rule plot_outcome_ratios:
@@ -55,7 +55,7 @@ rule plot_outcome_ratios:
     output:
         png=report(
             "results/figures/ratios_{dimension}.png",
-            caption="../report/ratios.rst",
+            caption="../../report/ratios.rst",
             category="Outcome ratios",
             labels={"figure": "intergroup outcome ratios", "dimension": "{dimension}"},
         ),
@@ -63,12 +63,12 @@ rule plot_outcome_ratios:
     log:
         "logs/figures/ratios_{dimension}.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../../../envs/analysis.yaml"
     resources:
         mem_mb=2000,
         runtime=10,
     script:
-        "../scripts/plot_outcome_ratios.py"
+        "../../scripts/plot_outcome_ratios.py"
 
 
 rule plot_group_means:
@@ -77,7 +77,7 @@ rule plot_group_means:
     output:
         png=report(
             "results/figures/means_{dimension}.png",
-            caption="../report/means.rst",
+            caption="../../report/means.rst",
             category="Average outcomes",
             labels={"figure": "average outcomes", "dimension": "{dimension}"},
         ),
@@ -85,9 +85,9 @@ rule plot_group_means:
     log:
         "logs/figures/means_{dimension}.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../../../envs/analysis.yaml"
     resources:
         mem_mb=2000,
         runtime=10,
     script:
-        "../scripts/plot_group_means.py"
+        "../../scripts/plot_group_means.py"

@@ -1,0 +1,22 @@
+# Everything in one DuckDB file: the shared tables of every study and each study's views.
+
+
+rule build_database:
+    input:
+        **database_inputs(),
+    output:
+        "results/cueaudit.duckdb",
+    params:
+        table_names=list(STUDY_TABLES),
+        studies=STUDY_VIEWS,
+        task_outcomes=task_outcome_kinds(),
+        analysis=analysis_settings(*OUTCOME_SETTINGS),
+    log:
+        "logs/analysis/build_database.log",
+    conda:
+        "../../envs/analysis.yaml"
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    script:
+        "../scripts/build_database.py"

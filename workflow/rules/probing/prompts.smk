@@ -1,0 +1,71 @@
+# The probing study's prompt tables: AAVE translations of its base prompts, base prompts x
+# cue variants, and the race-prediction prompts built from them.
+
+
+rule translate_dialect:
+    input:
+        dialect_base_prompt_files(),
+    output:
+        translations="results/resources/dialect_aave.parquet",
+        audit=report(
+            "results/tables/dialect_audit.csv",
+            caption="../../report/dialect_audit.rst",
+            category="Cue resources",
+        ),
+        flagged=report(
+            "results/tables/dialect_flagged.csv",
+            caption="../../report/dialect_audit.rst",
+            category="Cue resources",
+        ),
+    params:
+        dialect=dialect_config(),
+        tasks=dialect_task_inputs(),
+    log:
+        "logs/resources/translate_dialect.log",
+    conda:
+        "../../../envs/data.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    script:
+        "../../scripts/translate_dialect.py"
+
+
+rule expand_prompts:
+    input:
+        unpack(prompt_cue_inputs),
+        base_prompts=task_base_prompts,
+        names="results/resources/names.parquet",
+        explicit="results/resources/explicit_descriptors.parquet",
+    output:
+        "results/prompts/{task}.parquet",
+    wildcard_constraints:
+        task=advice_task_pattern(),
+    params:
+        names=names_config(),
+        limit=task_limit,
+    log:
+        "logs/prompts/{task}.log",
+    conda:
+        "../../../envs/data.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/expand_prompts.py"
+
+
+rule build_race_prediction_prompts:
+    input:
+        race_prediction_source_tables(),
+    output:
+        "results/prompts/race_prediction.parquet",
+    log:
+        "logs/prompts/race_prediction.log",
+    conda:
+        "../../../envs/data.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/build_race_prediction_prompts.py"
