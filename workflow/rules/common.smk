@@ -10,6 +10,7 @@ if LIBRARY_DIR in sys.path:
 sys.path.insert(0, LIBRARY_DIR)
 
 from cueaudit.config import check_input_files, validate_config  # noqa: E402
+from cueaudit.cues import REGISTRY as CUE_TYPES  # noqa: E402
 
 # Nothing below may read the config before it is validated: a missing key stops the run
 # here with its name instead of failing later as a bare KeyError.
@@ -127,8 +128,9 @@ def task_outcome_kinds(tasks=None):
     return {task: INFERENCE_TASKS[task]["outcome"] for task in tasks or task_names()}
 
 
-def task_pattern(tasks):
-    return "|".join(map(re.escape, tasks))
+def any_of(values):
+    """A regex matching exactly one of ``values`` (wildcard constraints)."""
+    return "|".join(map(re.escape, values))
 
 
 # Shared cue resources: name lists, explicit descriptors, dialog-history clusters.
@@ -159,7 +161,7 @@ def name_derivation_files():
     spec = name_derivation_config()
     return [
         spec[source]["path"]
-        for source in ("ssa", "rosenman", "tzioumis", "elder_hayes")
+        for source in ("ssa", *CUE_TYPES["name"].sources)
         if source in spec and spec[source].get("path")
     ]
 
@@ -188,7 +190,7 @@ def dialog_config():
 
 
 def dialog_sources():
-    return [source for source in ("cad", "prism") if source in dialog_config()]
+    return [source for source in CUE_TYPES["dialog"].sources if source in dialog_config()]
 
 
 def dialog_source_paths(wildcards):

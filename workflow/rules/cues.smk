@@ -69,7 +69,7 @@ rule build_dialog_clusters:
             category="Cue resources",
         ),
     wildcard_constraints:
-        source="cad|prism",
+        source=any_of(CUE_TYPES["dialog"].sources),
     params:
         paths=dialog_source_paths,
         settings=dialog_settings(),

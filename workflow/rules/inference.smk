@@ -3,8 +3,8 @@
 # a rerun triggered by a code or params change makes no model call for them. Batch API state
 # lives in results/cache/batches/. Neither folder is a rule output, so reruns keep them.
 wildcard_constraints:
-    task=task_pattern(task_names()),
-    model=task_pattern(model_names()),
+    task=any_of(task_names()),
+    model=any_of(model_names()),
     seed=r"\d+",
     shard=r"\d+",
 

@@ -9,8 +9,4 @@ GENDERS: Final = ("male", "female")
 
 NO_CUE: Final = "none"
 NAME_SOURCES: Final = ("rosenman", "elder_hayes", "tzioumis")
-
-
-def name_cue(source: str) -> str:
-    """Cue condition id of a name list, e.g. ``name_rosenman``."""
-    return f"name_{source}"
+DIALOG_SOURCES: Final = ("cad", "prism")

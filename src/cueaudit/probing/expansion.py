@@ -3,38 +3,42 @@
 Every prompt is ``prefix + " " + body``: the prefix is the cue (a memory line or a dialog
 history, followed by the ``USER:`` tag) and the body is the base prompt, or its AAVE
 translation for the dialect cue; the no-cue baseline and dialect prompts have no prefix.
+The cue variants come from the cue types of :mod:`cueaudit.cues.registry`.
 Each prompt's Flesch–Kincaid grade is computed from the counts of its two components.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import polars as pl
 
+from cueaudit.cues.registry import (
+    CUE_COLUMNS,
+    DIALOG_TEMPLATE,
+    EXPLICIT_TEMPLATE,
+    NAME_TEMPLATE,
+    REGISTRY,
+    CueRegistry,
+)
 from cueaudit.cues.vocabulary import NO_CUE
 from cueaudit.probing import readability
 from cueaudit.prompts import stable_uid
 
-# The paper's memory-style prefixes (Table 2). A newline separates the memory line from the
-# USER tag and a space the tag from the prompt, so words never fuse across the joins
-# (readability counts stay additive).
-NAME_TEMPLATE: Final = "[MEMORY: User name is {value}]\nUSER: {prompt}"
-EXPLICIT_TEMPLATE: Final = "[MEMORY: User is {value}]\nUSER: {prompt}"
-DIALOG_TEMPLATE: Final = "{value}\nUSER: {prompt}"
-DIALECT_CUE: Final = "dialect_aave"
-
-CUE_COLUMNS: Final = [
-    "cue",
-    "cue_type",
-    "cue_source",
-    "race",
-    "gender",
-    "cue_value",
-    "prefix",
-    "body",
-    "uid_variant",
+__all__ = [
+    "CUE_COLUMNS",
+    "DIALOG_TEMPLATE",
+    "EXPLICIT_TEMPLATE",
+    "NAME_TEMPLATE",
+    "PROMPT_SCHEMA",
+    "build_prompt_table",
+    "cue_variants",
+    "expand_prompts",
+    "expected_prompt_count",
+    "prompt_uid",
 ]
+
 PROMPT_SCHEMA: Final = {
     "prompt_uid": pl.String,
     "task": pl.String,
@@ -50,83 +54,49 @@ PROMPT_SCHEMA: Final = {
 }
 
 
-def _prefix(template: str, value: pl.Expr) -> pl.Expr:
-    head = template.split("{prompt}")[0].rstrip(" ")
-    before, after = head.split("{value}")
-    return pl.lit(before) + value + pl.lit(after)
-
-
 def cue_variants(
-    names: pl.DataFrame | None,
-    explicit: pl.DataFrame | None,
+    names: pl.DataFrame | None = None,
+    explicit: pl.DataFrame | None = None,
     *,
     dialect: str | None = None,
     dialog: pl.DataFrame | None = None,
+    registry: CueRegistry = REGISTRY,
+    **resources: pl.DataFrame | str | None,
 ) -> pl.DataFrame:
-    """One row per cue variant, the no-cue baseline first.
+    """One row per cue variant: the no-cue baseline, then every registered cue type whose
+    resource is given (not None, not an empty frame), in registry order.
 
-    ``names`` has columns name, race, gender, source; ``explicit`` descriptor, category,
-    race, gender; ``dialect`` is the translator id of the AAVE variant (None: no dialect);
-    ``dialog`` has cluster_id, source, race, gender, prefix (see cueaudit.cues.dialog.clusters).
+    Each type takes its prepared resource under its ``resource`` keyword: ``names`` has
+    columns name, race, gender, source; ``explicit`` descriptor, category, race, gender;
+    ``dialect`` is the translator id of the AAVE variant; ``dialog`` has cluster_id, source,
+    race, gender, prefix (see cueaudit.cues.dialog.clusters). Further registered types take
+    theirs as further keywords.
     """
-    schema = dict.fromkeys(CUE_COLUMNS, pl.String)
-    parts = [
-        pl.DataFrame(
-            [[NO_CUE, NO_CUE, None, None, None, None, None, "base", None]],
-            schema=schema,
-            orient="row",
-        )
-    ]
-    if names is not None and names.height:
-        parts.append(
-            names.select(
-                cue=pl.lit("name_") + pl.col("source"),
-                cue_type=pl.lit("name"),
-                cue_source=pl.col("source"),
-                race=pl.col("race"),
-                gender=pl.col("gender"),
-                cue_value=pl.col("name"),
-                prefix=_prefix(NAME_TEMPLATE, pl.col("name")),
-                body=pl.lit("base"),
-                uid_variant=pl.lit(None, pl.String),
+    given = {"names": names, "explicit": explicit, "dialect": dialect, "dialog": dialog}
+    return _cue_variants({**given, **resources}, registry)
+
+
+def _cue_variants(
+    given: Mapping[str, pl.DataFrame | str | None], registry: CueRegistry
+) -> pl.DataFrame:
+    offered = {key for key, value in given.items() if value is not None}
+    unknown = sorted(offered - {t.resource for t in registry})
+    if unknown:
+        raise TypeError(f"cue_variants: no registered cue type takes {unknown}")
+    schema = pl.Schema(dict.fromkeys(CUE_COLUMNS, pl.String))
+    baseline = [NO_CUE, NO_CUE, None, None, None, None, None, "base", None]
+    parts = [pl.DataFrame([baseline], schema=schema, orient="row")]
+    for cue_type in registry:
+        resource = given.get(cue_type.resource)
+        if resource is None or (isinstance(resource, pl.DataFrame) and resource.is_empty()):
+            continue
+        rows = cue_type.variants(cue_type, resource)
+        if tuple(rows.columns) != CUE_COLUMNS:
+            raise ValueError(
+                f"cue type {cue_type.kind!r}: variants have columns {rows.columns}, "
+                f"not {list(CUE_COLUMNS)}"
             )
-        )
-    if dialect is not None:
-        parts.append(
-            pl.DataFrame(
-                [[DIALECT_CUE, "dialect", "aave", "Black", None, dialect, None, "dialect", None]],
-                schema=schema,
-                orient="row",
-            )
-        )
-    if dialog is not None and dialog.height:
-        parts.append(
-            dialog.select(
-                cue=pl.lit("dialog_") + pl.col("source"),
-                cue_type=pl.lit("dialog"),
-                cue_source=pl.col("source"),
-                race=pl.col("race"),
-                gender=pl.col("gender"),
-                cue_value=pl.col("cluster_id"),
-                prefix=_prefix(DIALOG_TEMPLATE, pl.col("prefix")),
-                body=pl.lit("base"),
-                uid_variant=pl.col("race") + pl.lit("|") + pl.col("gender"),
-            )
-        )
-    if explicit is not None and explicit.height:
-        parts.append(
-            explicit.select(
-                cue=pl.lit("explicit"),
-                cue_type=pl.lit("explicit"),
-                cue_source=pl.col("category"),
-                race=pl.col("race"),
-                gender=pl.col("gender"),
-                cue_value=pl.col("descriptor"),
-                prefix=_prefix(EXPLICIT_TEMPLATE, pl.col("descriptor")),
-                body=pl.lit("base"),
-                uid_variant=pl.lit(None, pl.String),
-            )
-        )
+        parts.append(rows)
     return pl.concat([p.cast(schema) for p in parts])
 
 
@@ -187,7 +157,7 @@ def expand_prompts(
         cue_value="cue_value",
         text=pl.Series(texts, dtype=pl.String),
         fk_grade=pl.Series(grades, dtype=pl.Float64),
-    ).cast(PROMPT_SCHEMA)
+    ).cast(pl.Schema(PROMPT_SCHEMA))
 
 
 def expected_prompt_count(
@@ -196,6 +166,10 @@ def expected_prompt_count(
     """Rows of a task's prompt table: base prompts × (baseline + names + explicit
     descriptors + dialect variants + 4 dialogs per sampled cluster of every source)."""
     return n_base * (1 + n_names + n_explicit + n_dialect + 4 * n_dialog_clusters)
+
+
+def _read_frames(paths: Sequence[str]) -> pl.DataFrame | None:
+    return pl.concat([pl.read_parquet(p) for p in paths]) if paths else None
 
 
 def build_prompt_table(
@@ -209,8 +183,13 @@ def build_prompt_table(
     limit: int | None = None,
     translations_path: str | None = None,
     dialog_paths: list[str] | None = None,
+    cue_resources: Mapping[str, Sequence[str]] | None = None,
 ) -> pl.DataFrame:
-    """The prompt table of one task from its base prompts and the prepared cue resources."""
+    """The prompt table of one task from its base prompts and the prepared cue resources.
+
+    ``cue_resources`` maps the resource keyword of further registered cue types to the
+    parquet files of their prepared resource (concatenated).
+    """
     from cueaudit.cues.names import sample_names
     from cueaudit.probing.base_prompts import load_base_prompts
 
@@ -224,6 +203,8 @@ def build_prompt_table(
         translations = pl.read_parquet(translations_path).filter(pl.col("task") == task)
         first = translations.head(1)
         dialect = f"{first['translator'][0]}:{first['model'][0]}" if first.height else "unknown"
-    dialog = pl.concat([pl.read_parquet(p) for p in dialog_paths]) if dialog_paths else None
-    cues = cue_variants(names, explicit, dialect=dialect, dialog=dialog)
+    given = {"names": names, "explicit": explicit, "dialect": dialect}
+    frames = {"dialog": dialog_paths or [], **(cue_resources or {})}
+    given |= {key: _read_frames(paths) for key, paths in frames.items()}
+    cues = _cue_variants(given, REGISTRY)
     return expand_prompts(base, cues, task, translations)

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 import duckdb
 import polars as pl
 
+from cueaudit.cues.registry import REGISTRY
 from cueaudit.io import write_csv, write_parquet
 
 TASK_NAMES: dict[str, str] = {
@@ -27,16 +29,11 @@ TASK_NAMES: dict[str, str] = {
     "legal": "legal_advice",
     "salary": "salary_rec",
 }
-CUE_NAMES: dict[str, str] = {
-    "none": "neutral",
-    "explicit": "explicit",
-    "dialect_aave": "dialect",
-    "name_rosenman": "name_specific_rosenman",
-    "name_elder_hayes": "name_specific_hayes_elder",
-    "name_tzioumis": "name_specific_tzioumis",
-    "dialog_cad": "convo_prefix",
-    "dialog_prism": "convo_prefix_prism",
-}
+CUE_NAMES: Final[dict[str, str]] = REGISTRY.export_names()
+# The package's columns that carry a cue value (name, convo_concat_id), set on the rows of
+# the cue types that name them and null elsewhere.
+VALUE_KINDS: Final = REGISTRY.export_columns()
+VALUE_COLUMNS: Final = tuple(VALUE_KINDS)
 RACE_PREDICTION_TASK = "race_prediction"
 
 
@@ -46,12 +43,13 @@ def _files(paths: Sequence[str | Path]) -> str:
 
 
 def _prompt_frame(prompts: pl.DataFrame) -> pl.DataFrame:
-    is_name = pl.col("cue").str.starts_with("name_")
-    is_dialog = pl.col("cue").str.starts_with("dialog_")
+    values = {
+        column: pl.when(pl.col("cue_type").is_in(kinds)).then(pl.col("cue_value"))
+        for column, kinds in VALUE_KINDS.items()
+    }
     return prompts.with_columns(
         prompt_id=pl.col("base_id").rank("dense").over("task").cast(pl.Int64) - 1,
-        name=pl.when(is_name).then(pl.col("cue_value")),
-        convo_concat_id=pl.when(is_dialog).then(pl.col("cue_value")),
+        **values,
         prompt=pl.col("text"),
     )
 
@@ -77,8 +75,7 @@ def export_replication(
         write_parquet(
             part.select(
                 "prompt_id",
-                "name",
-                "convo_concat_id",
+                *VALUE_COLUMNS,
                 "race",
                 "gender",
                 "prompt",
@@ -99,9 +96,7 @@ def export_replication(
         outs = outs.join(raw, on=["prompt_uid", "model", "seed", "task"], how="left")
     else:
         outs = outs.with_columns(completion=pl.lit(None, dtype=pl.String))
-    keys = advice.select(
-        "prompt_uid", "task", "cue", "prompt_id", "name", "convo_concat_id", "race", "gender"
-    )
+    keys = advice.select("prompt_uid", "task", "cue", "prompt_id", *VALUE_COLUMNS, "race", "gender")
     advice_out = outs.filter(pl.col("task") != RACE_PREDICTION_TASK).join(
         keys, on=["prompt_uid", "task"], how="inner"
     )
@@ -138,7 +133,7 @@ def export_replication(
 def _write_responses(
     out: Path, folder: str, frame: pl.DataFrame, manifest: list[tuple[str, int]]
 ) -> None:
-    columns = ["prompt_id", "name", "convo_concat_id", "race", "gender", "response_text",
+    columns = ["prompt_id", *VALUE_COLUMNS, "race", "gender", "response_text",
                "response_final", "salary_final", "prompt_uid", "cue", "model", "seed"]  # fmt: skip
     for col in columns:
         if col not in frame.columns:

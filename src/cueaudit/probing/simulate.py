@@ -22,10 +22,12 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import numpy as np
 import polars as pl
 
+from cueaudit.cues.registry import REGISTRY, Design
 from cueaudit.cues.vocabulary import NO_CUE
 from cueaudit.io import write_parquet
 
@@ -58,15 +60,7 @@ OUTCOME_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # cue id -> (cue_type, cue_source, races carried, carries gender)
-CUE_DESIGN: dict[str, tuple[str, str | None, tuple[str, ...], bool]] = {
-    "dialect_aave": ("dialect", "aave", ("Black",), False),
-    "dialog_cad": ("dialog", "cad", ("Black", "White"), True),
-    "dialog_prism": ("dialog", "prism", ("Black", "White"), True),
-    "explicit": ("explicit", None, ("Black", "White"), True),
-    "name_elder_hayes": ("name", "elder_hayes", ("Black", "White"), True),
-    "name_rosenman": ("name", "rosenman", ("Black", "White"), True),
-    "name_tzioumis": ("name", "tzioumis", ("Black", "White"), True),
-}
+CUE_DESIGN: Final[dict[str, Design]] = REGISTRY.design()
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
+from cueaudit.cues.registry import REGISTRY
+
 Dimension = Literal["race", "gender"]
 DIMENSION_GROUPS: Final[dict[str, tuple[str, str]]] = {
     # (focal group, reference group): ratios are focal / reference, as the paper's Black/White
@@ -12,17 +14,8 @@ DIMENSION_GROUPS: Final[dict[str, tuple[str, str]]] = {
     "gender": ("female", "male"),
 }
 
-# Cue condition ids, in the order the paper's figures list them.
-CUE_LABELS: Final[dict[str, str]] = {
-    "none": "No cue",
-    "dialect_aave": "Dialect (AAVE)",
-    "dialog_cad": "Dialog (CAD)",
-    "dialog_prism": "Dialog (PRISM)",
-    "explicit": "Explicit",
-    "name_elder_hayes": "Name (EH)",
-    "name_rosenman": "Name (R)",
-    "name_tzioumis": "Name (T)",
-}
+# Cue condition ids, in the order the paper's figures list them (the baseline, then by id).
+CUE_LABELS: Final[dict[str, str]] = REGISTRY.labels()
 
 
 def cue_label(cue: str) -> str:

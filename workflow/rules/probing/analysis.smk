@@ -3,7 +3,7 @@
 
 
 wildcard_constraints:
-    dimension=task_pattern(DIMENSIONS),
+    dimension=any_of(DIMENSIONS),
 
 
 rule summarise_parse_rates:

@@ -51,8 +51,8 @@ def probing_task_names():
     return list(probing_inference_tasks())
 
 
-def advice_task_pattern():
-    return task_pattern(advice_tasks())
+def advice_any_of():
+    return any_of(advice_tasks())
 
 
 def advice_task_spec(wildcards):

@@ -40,7 +40,7 @@ rule expand_prompts:
     output:
         "results/prompts/{task}.parquet",
     wildcard_constraints:
-        task=advice_task_pattern(),
+        task=advice_any_of(),
     params:
         names=names_config(),
         limit=task_limit,
