@@ -158,7 +158,7 @@ def test_parse_race(text: str, label: str | None, reason: str | None) -> None:
 
 
 def test_race_outcomes_store_the_label_not_a_number() -> None:
-    from cueaudit.outcomes import parse_responses
+    from cueaudit.parsing import parse_responses
 
     responses = pl.DataFrame(
         {
@@ -167,14 +167,13 @@ def test_race_outcomes_store_the_label_not_a_number() -> None:
             "seed": [0] * 3,
             "task": ["race_prediction"] * 3,
             "completion": ["White", "unknown.", "no idea"],
-            "p_yes": [0.1, 0.2, 0.3],
-            "p_no": [0.1, 0.2, 0.3],
-        }
+            "option_logprobs": [None, None, None],
+        },
+        schema_overrides={"option_logprobs": pl.String},
     )
     out = parse_responses(responses, "race")
     assert out["answer_label"].to_list() == ["White", "Unknown", None]
-    assert out["answer"].null_count() == 3
+    assert "answer" not in out.columns and "p_affirmative" not in out.columns
     assert out["parse_error"].to_list() == [None, None, "no_race_label"]
-    assert out["p_affirmative"].null_count() == 3
     binary = parse_responses(responses.with_columns(completion=pl.lit("Yes")), "binary")
-    assert binary["answer_label"].null_count() == 3 and binary["answer"].to_list() == [1.0] * 3
+    assert "answer_label" not in binary.columns and binary["answer"].to_list() == [1.0] * 3

@@ -5,6 +5,7 @@ from cueaudit.io import setup_logging
 setup_logging(snakemake.log[0])
 
 from cueaudit.inference.runner import run_shard, set_threads  # noqa: E402
+from cueaudit.parsing import answer_spec  # noqa: E402
 
 set_threads(snakemake.threads)
 run_shard(
@@ -19,5 +20,6 @@ run_shard(
     decoding=snakemake.params.decoding,
     max_new_tokens=snakemake.params.max_new_tokens,
     out_path=snakemake.output[0],
+    answer=answer_spec(snakemake.params.outcome, snakemake.params.answer),
     cache_dir=snakemake.params.cache_dir,
 )

@@ -1,70 +1,146 @@
-"""From raw completions to outcomes: parsed answers and answer-token probabilities."""
+"""From response shards to outcome tables: one row per response, read by its outcome kind.
+
+The answer's source decides the parser:
+
+- ``tool_call``: the ``tool_calls`` column holds calls; the call to the kind's tool is read by
+  the kind's structured parser;
+- ``json``: no tool calls and ``constrained`` is true: the completion is the JSON answer;
+- ``text``: otherwise, the kind's free-text parser reads the completion.
+
+Option-score columns come from ``option_logprobs`` and are null where it is null.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final
 
 import polars as pl
 
+from cueaudit.errors import InputError
 from cueaudit.io import write_parquet
-from cueaudit.parsing import parse_answers, parse_race_answers
+from cueaudit.parsing.kinds import OutcomeKind, Parsed, get_kind
 
-OutcomeKind = Literal["binary", "usd", "race"]
-
-OUTCOME_SCHEMA: Final = {
-    "prompt_uid": pl.String,
-    "model": pl.String,
-    "seed": pl.Int64,
-    "task": pl.String,
-    "answer": pl.Float64,
-    "parse_error": pl.String,
-    "p_affirmative": pl.Float64,
-    "answer_mass": pl.Float64,
-    "answer_label": pl.String,  # race prediction: Black / White / Unknown (null otherwise)
+#: Columns of every outcome table, before the kind's own columns.
+COMMON_COLUMNS: Final = {
+    "prompt_uid": pl.String(),
+    "model": pl.String(),
+    "seed": pl.Int64(),
+    "task": pl.String(),
+    "parse_error": pl.String(),
+    "answer_source": pl.String(),  # 'text', 'json' or 'tool_call'
+    "constrained": pl.Boolean(),
 }
+ANSWER_SOURCES: Final = ("text", "json", "tool_call")
+_REQUIRED: Final = ("prompt_uid", "model", "seed", "task", "completion")
 
 
-def parse_responses(responses: pl.DataFrame, kind: OutcomeKind) -> pl.DataFrame:
-    """One outcome row per response.
+def outcome_schema(kind: str, settings: Mapping[str, Any] | None = None) -> dict[str, pl.DataType]:
+    """The columns of an outcome table of this kind, in order."""
+    return {**COMMON_COLUMNS, **get_kind(kind, settings).columns()}
 
-    ``answer`` is the parsed completion (null with a ``parse_error`` reason when it cannot be
-    read); for yes/no tasks ``p_affirmative`` is P(Yes) / (P(Yes) + P(No)) at the first
-    generated token and ``answer_mass`` is P(Yes) + P(No).
+
+def read_answer(
+    kind: OutcomeKind, completion: str | None, tool_calls: str | None, constrained: bool
+) -> tuple[str, Parsed]:
+    """The answer's source and what the kind reads from it (rules in the module docstring)."""
+    if tool_calls is not None:
+        try:
+            calls = json.loads(tool_calls)
+        except ValueError:
+            return "tool_call", Parsed(reason="invalid_json")
+        if calls != []:
+            return "tool_call", kind.parse_tool_calls(calls)
+    if constrained:
+        return "json", kind.parse_json(completion)
+    return "text", kind.parse_text(completion)
+
+
+def _column(responses: pl.DataFrame, name: str, dtype: pl.DataType) -> pl.Series:
+    """An input column, all null when the shards predate it (old shards: not constrained)."""
+    if name not in responses.columns:
+        return pl.Series(name, [None] * responses.height, dtype=dtype)
+    column = responses[name]
+    if column.dtype not in (dtype, pl.Null()):
+        raise InputError("responses", f"must be {dtype}, got {column.dtype}", name)
+    return column.cast(dtype)
+
+
+def _logprobs(raw: str | None) -> dict[str, float] | None:
+    if raw is None:
+        return None
+    try:
+        decoded = json.loads(raw)
+    except ValueError as error:
+        raise InputError("responses", f"not JSON: {raw[:80]!r}", "option_logprobs") from error
+    if not isinstance(decoded, dict):
+        raise InputError("responses", f"not a JSON object: {raw[:80]!r}", "option_logprobs")
+    return decoded
+
+
+def parse_responses(
+    responses: pl.DataFrame, kind: str, settings: Mapping[str, Any] | None = None
+) -> pl.DataFrame:
+    """One outcome row per response: :data:`COMMON_COLUMNS`, then the kind's columns.
+
+    Each distinct answer (completion, tool calls, constrained) and each distinct set of option
+    scores is parsed once.
     """
-    if kind == "race":
-        labels = parse_race_answers(responses["completion"])
-        parsed = pl.DataFrame(
-            {"outcome": pl.Series([None] * responses.height, dtype=pl.Float64)}
-        ).with_columns(parse_error=labels["parse_error"], label=labels["label"])
-    else:
-        parsed = parse_answers(responses["completion"], kind).with_columns(
-            label=pl.lit(None, pl.String)
-        )
-    mass = responses["p_yes"] + responses["p_no"]
-    binary = kind == "binary"
+    outcome = get_kind(kind, settings)
+    missing = [c for c in _REQUIRED if c not in responses.columns]
+    if missing:
+        raise InputError("responses", "missing column", missing[0])
+    completions = _column(responses, "completion", pl.String())
+    tool_calls = _column(responses, "tool_calls", pl.String())
+    constrained = _column(responses, "constrained", pl.Boolean()).fill_null(False)
+    scores = _column(responses, "option_logprobs", pl.String())
+
+    answers: dict[tuple[str | None, str | None, bool], tuple[str, Parsed]] = {}
+    scored: dict[str | None, dict[str, float | None]] = {}
+    value_columns = outcome.value_columns()
+    columns: dict[str, list[Any]] = {
+        c: [] for c in ("parse_error", "answer_source", *value_columns)
+    }
+    score_rows: list[dict[str, float | None]] = []
+    for key in zip(completions, tool_calls, constrained, strict=True):
+        if key not in answers:
+            answers[key] = read_answer(outcome, *key)
+        source, parsed = answers[key]
+        columns["parse_error"].append(parsed.reason)
+        columns["answer_source"].append(source)
+        for name in value_columns:
+            columns[name].append(parsed.values.get(name))
+    for raw in scores:
+        if raw not in scored:
+            scored[raw] = outcome.option_scores(_logprobs(raw))
+        score_rows.append(scored[raw])
+    for name in outcome.score_columns():
+        columns[name] = [row[name] for row in score_rows]
+
+    schema = {**COMMON_COLUMNS, **outcome.columns()}
+    parsed_frame = pl.DataFrame(columns, schema={c: schema[c] for c in columns})
     return (
         responses.select("prompt_uid", "model", "seed", "task")
-        .with_columns(
-            answer=parsed["outcome"],
-            parse_error=parsed["parse_error"],
-            answer_label=parsed["label"],
-            p_affirmative=(
-                pl.when(pl.lit(binary) & (mass > 0)).then(responses["p_yes"] / mass).otherwise(None)
-            ),
-            answer_mass=pl.when(pl.lit(binary)).then(mass).otherwise(None),
-        )
-        .select(list(OUTCOME_SCHEMA))
-        .cast(OUTCOME_SCHEMA)
+        .with_columns(constrained)
+        .hstack(parsed_frame)
+        .select(list(schema))
+        .cast(pl.Schema(schema))
     )
 
 
 def parse_response_files(
-    paths: Sequence[str | Path], kind: OutcomeKind, out_path: str | Path
+    paths: Sequence[str | Path],
+    kind: str,
+    settings: Mapping[str, Any] | None,
+    out_path: str | Path,
 ) -> pl.DataFrame:
-    """Parse the response shards of one model, seed and task into one outcome table."""
-    responses = pl.concat([pl.read_parquet(p) for p in paths])
-    outcomes = parse_responses(responses, kind)
+    """Parse the response shards of one model, seed and task into one outcome table, written
+    atomically to ``out_path``."""
+    if not paths:
+        raise InputError("parse_response_files", "no response shards", "paths")
+    responses = pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
+    outcomes = parse_responses(responses, kind, settings)
     write_parquet(outcomes, out_path)
     return outcomes

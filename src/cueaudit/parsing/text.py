@@ -1,12 +1,14 @@
-"""Parse model answers into outcomes: Yes/No as 1.0/0.0, salaries as yearly US dollars.
+"""Free-text answers of the probing study: Yes/No as 1.0/0.0, salaries as yearly US dollars,
+one label of a closed set (race prediction).
 
 Every failure has a short machine-readable reason (see ``REASONS``) instead of a value.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -36,7 +38,7 @@ class ParsedAnswer:
     reason: str | None = None
 
 
-_REFUSAL_RE = re.compile(
+REFUSAL_RE = re.compile(
     r"\b(?:as an ai\b|i(?:'|’)?m not (?:a|able|qualified)\b|i am not (?:a|able|qualified)\b"
     r"|i (?:can(?:'|’)?t|cannot|can not|won(?:'|’)?t|will not|am unable to|(?:'|’)?m unable to)"
     r" (?:provide|give|offer|answer|determine|say|recommend|make|assist|help|predict)\b"
@@ -44,15 +46,30 @@ _REFUSAL_RE = re.compile(
     re.IGNORECASE,
 )
 
+#: Refusals to judge people (rate, rank, decide), read besides REFUSAL_RE by the decision
+#: study's formats only, so that study-1 answers keep their reasons.
+_JUDGEMENT_REFUSAL_RE = re.compile(
+    r"\b(?:i|we)\s*(?:can(?:'|’)?t|cannot|can not|won(?:'|’)?t|will not|am unable to"
+    r"|(?:'|’)?m unable to|am not able to|(?:'|’)?m not able to)\s+"
+    r"(?:rank|rate|score|compare|evaluate|judge|choose|decide)\b",
+    re.IGNORECASE,
+)
+
+
+def refuses_judgement(text: str) -> bool:
+    """Whether an answer declines to answer, or to rate, rank or decide between people."""
+    return bool(REFUSAL_RE.search(text) or _JUDGEMENT_REFUSAL_RE.search(text))
+
+
 # --- yes / no ------------------------------------------------------------------------------
-_LEAD = r"""[\s"'`*_#>~\[\](){}“”‘’«»:.\-]*"""
-_START_RE = re.compile(rf"^{_LEAD}(yes|no)(?![\w-])", re.IGNORECASE)
+LEAD = r"""[\s"'`*_#>~\[\](){}“”‘’«»:.\-]*"""
+_START_RE = re.compile(rf"^{LEAD}(yes|no)(?![\w-])", re.IGNORECASE)
 _START_BOTH_RE = re.compile(
-    rf"^{_LEAD}(yes|no)[\s\"'`*_“”‘’,]*(?:or|and|/|\|)[\s\"'`*_“”‘’]*(yes|no)(?![\w-])",
+    rf"^{LEAD}(yes|no)[\s\"'`*_“”‘’,]*(?:or|and|/|\|)[\s\"'`*_“”‘’]*(yes|no)(?![\w-])",
     re.IGNORECASE,
 )
 _WORD_RE = re.compile(r"(?<![\w-])(yes|no)(?![\w-])", re.IGNORECASE)
-_LEAD_RE = re.compile(f"^{_LEAD}")
+LEAD_RE = re.compile(f"^{LEAD}")
 _SENTENCE_END_RE = re.compile(r"[.!?\n]")
 
 
@@ -71,12 +88,12 @@ def parse_binary(text: str | None) -> ParsedAnswer:
     start = _START_RE.match(text)
     if start:
         return ParsedAnswer(1.0 if start.group(1).lower() == "yes" else 0.0)
-    body = _LEAD_RE.sub("", text, count=1)
+    body = LEAD_RE.sub("", text, count=1)
     first_sentence = _SENTENCE_END_RE.split(body, maxsplit=1)[0]
     words = {w.lower() for w in _WORD_RE.findall(first_sentence)}
     if len(words) == 1:
         return ParsedAnswer(1.0 if words == {"yes"} else 0.0)
-    if _REFUSAL_RE.search(text):
+    if REFUSAL_RE.search(text):
         return ParsedAnswer(None, "refusal")
     return ParsedAnswer(None, "both_yes_and_no" if words else "no_yes_no")
 
@@ -102,7 +119,7 @@ _MULTIPLIERS: Final = {
 }
 # A number followed by one of these is not an amount of money (401(k), 3 years, 10%).
 _NOT_MONEY_RE = re.compile(r"\s?\((?:k|b)\)", re.IGNORECASE)
-_UNIT_RE = re.compile(
+UNIT_RE = re.compile(
     r"\s?-?(?:%|percent|years?|yrs?|months?|weeks?|days?|hours?|hrs?|employees|people"
     r"|staff|th|st|nd|rd)\b",
     re.IGNORECASE,
@@ -142,7 +159,7 @@ def _amounts(text: str) -> list[_Amount]:
         rest = text[m.end() :]
         dollar = bool(m.group("cur") or m.group("post"))
         mult = m.group("mult")
-        if _NOT_MONEY_RE.match(rest) or (not dollar and _UNIT_RE.match(rest)):
+        if _NOT_MONEY_RE.match(rest) or (not dollar and UNIT_RE.match(rest)):
             continue
         number = float(num.replace(",", ""))
         bare = not (dollar or mult or "," in num or "." in num)
@@ -207,7 +224,7 @@ def parse_usd(
         return ParsedAnswer(None, "empty")
     candidates = _candidates(text, _amounts(text))
     if not candidates:
-        return ParsedAnswer(None, "refusal" if _REFUSAL_RE.search(text) else "no_number")
+        return ParsedAnswer(None, "refusal" if REFUSAL_RE.search(text) else "no_number")
     yearly = [(a, v) for a, v in candidates if not _NOT_YEARLY_RE.match(text, a.end)]
     if not yearly:
         return ParsedAnswer(None, "not_yearly")
@@ -218,38 +235,63 @@ def parse_usd(
     return ParsedAnswer(value)
 
 
-# --- race labels (race prediction, Appendix C.1.1) ----------------------------------------
+# --- labels of a closed set (race prediction, Appendix C.1.1) -------------------------------
 RACE_LABELS: Final = ("Black", "White", "Unknown")
-_RACE_WORD_RE = re.compile(r"(?<![\w-])(black|white|unknown)(?![\w-])", re.IGNORECASE)
-_RACE_FIRST_RE = re.compile(r"(black|white|unknown)[\s\"'`*_“”‘’]*(?:$|[.,;:!)\n])", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class ParsedLabel:
-    """A parsed label from RACE_LABELS, or ``label=None`` with a ``reason`` from REASONS."""
+    """A parsed label, or ``label=None`` with a reason ('empty', 'refusal' or the caller's
+    names for no label and several labels; for race prediction, those in REASONS)."""
 
     label: str | None
     reason: str | None = None
 
 
-def parse_race(text: str | None) -> ParsedLabel:
-    """'Black', '**white**.', 'Unknown' -> the label. The first word decides when it is a
-    label; otherwise the first sentence must name exactly one label."""
+@functools.cache
+def _label_patterns(labels: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    alternatives = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
+    word = re.compile(rf"(?<![\w-])({alternatives})(?![\w-])", re.IGNORECASE)
+    first = re.compile(rf"({alternatives})[\s\"'`*_“”‘’]*(?:$|[.,;:!)\n])", re.IGNORECASE)
+    return word, first
+
+
+def parse_label(
+    text: str | None,
+    labels: Sequence[str],
+    *,
+    no_label: str = "no_label",
+    several_labels: str = "several_labels",
+) -> ParsedLabel:
+    """One of ``labels`` (matched case-insensitively, returned as spelled in ``labels``).
+
+    The first word decides when it is a label; otherwise the first sentence must name exactly
+    one label. ``no_label`` and ``several_labels`` name the two failures of this kind.
+    """
     if text is None or not text.strip():
         return ParsedLabel(None, "empty")
-    body = _LEAD_RE.sub("", text, count=1)
-    first = _RACE_FIRST_RE.match(body)
+    canonical = {label.lower(): label for label in labels}
+    word_re, first_re = _label_patterns(tuple(labels))
+    body = LEAD_RE.sub("", text, count=1)
+    first = first_re.match(body)
     if first:
-        return ParsedLabel(first.group(1).capitalize())
+        return ParsedLabel(canonical[first.group(1).lower()])
     first_sentence = _SENTENCE_END_RE.split(body, maxsplit=1)[0]
-    words = {w.capitalize() for w in _RACE_WORD_RE.findall(first_sentence)}
+    words = {canonical[w.lower()] for w in word_re.findall(first_sentence)}
     if len(words) == 1:
         return ParsedLabel(words.pop())
     if words:
-        return ParsedLabel(None, "several_race_labels")
-    if _REFUSAL_RE.search(text):
+        return ParsedLabel(None, several_labels)
+    if REFUSAL_RE.search(text):
         return ParsedLabel(None, "refusal")
-    return ParsedLabel(None, "no_race_label")
+    return ParsedLabel(None, no_label)
+
+
+def parse_race(text: str | None) -> ParsedLabel:
+    """'Black', '**white**.', 'Unknown' -> the label (:func:`parse_label` over RACE_LABELS)."""
+    return parse_label(
+        text, RACE_LABELS, no_label="no_race_label", several_labels="several_race_labels"
+    )
 
 
 def _parse_each_distinct(

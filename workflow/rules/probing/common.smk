@@ -39,7 +39,7 @@ def probing_inference_tasks():
     if race_prediction_enabled():
         spec = race_prediction_settings()
         tasks[RACE_PREDICTION] = {
-            "outcome": "label",
+            "outcome": "race",
             "answer": {"labels": ["Black", "White", "Unknown"]},
             "max_new_tokens": spec["max_new_tokens"],
             "shards": spec["shards"],

@@ -1,0 +1,202 @@
+"""Rankings of n candidates with ties (the decision study's four-candidate ranking).
+
+A ranking is stored as ``ranks``: one rank per candidate in the order the prompt shows them,
+1 = best, tied candidates sharing a rank. Ranks are normalised to standard competition
+ranking ("1224"): a candidate's rank is 1 + the number of candidates placed strictly above
+it, so "B > A = C > D" and the dense ranks [2, 1, 2, 3] both become [2, 1, 2, 4].
+
+Structured answers (JSON, tool arguments): the ranking field (default ``ranks``) holds
+
+- a list of n integers, the rank of each candidate in the order shown: ``[2, 1, 2, 3]``;
+- an object from candidate to rank: ``{"A": 2, "B": 1, "C": 2, "D": 3}``;
+- or a list of candidates best first, a nested list for a tie: ``["B", ["A", "C"], "D"]``.
+
+Text answers are read in these forms (candidate labels are matched case-sensitively as whole
+words, optionally after "Candidate"/"Applicant"/"Option"/"Profile"/"Patient" and inside
+markdown or quotes):
+
+1. a JSON object with the ranking field anywhere in the text, read as a structured answer;
+2. a numbered list "1. B 2. A, C 3. D" (also "1) B", "Rank 1: B", "1st: B"), the candidates
+   of one item joined by ",", "=", "/", "&" or "and" tie;
+3. assignments "A: 2, B: 1, C: 2, D: 3" (also "A = 2", "A - rank 2", "A → 2nd"; not
+   "A: 5 years");
+4. a chain "B > A = C > D": ">" separates ranks and "=" (or "," when ">" is used) ties;
+   without ">", "B, A, C, D" is a strict order. Only the chain naming most candidates counts.
+
+When several forms match, the one that places most candidates wins (ties: the order above).
+Labels must not be bare integers, which would read as ranks.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from cueaudit.parsing.structured import as_integer, embedded_object
+from cueaudit.parsing.text import UNIT_RE, refuses_judgement
+
+DEFAULT_CANDIDATES: Final = ("A", "B", "C", "D")
+
+#: Reasons a ranking yields no outcome (besides 'empty', 'refusal' and the JSON reasons).
+REASONS: Final = {
+    "no_ranking": "no ranking in a form the parser reads",
+    "unknown_candidate": "a candidate that is not one of those shown (structured answers)",
+    "duplicate_candidate": "a candidate placed more than once",
+    "missing_candidate": "a candidate not placed",
+    "rank_out_of_range": "a rank outside 1..n",
+    "wrong_count": "a list of ranks whose length is not the number of candidates",
+}
+
+
+@dataclass(frozen=True)
+class ParsedRanking:
+    """Competition ranks per candidate, or ``ranks=None`` with a ``reason`` from REASONS.
+
+    ``n_ranked`` counts the distinct known candidates the answer placed, also when the ranking
+    is rejected (a missing candidate gives n - 1); None when no ranking was read at all.
+    """
+
+    ranks: tuple[int, ...] | None
+    reason: str | None = None
+    n_ranked: int | None = None
+
+    @property
+    def tie(self) -> bool | None:
+        return None if self.ranks is None else len(set(self.ranks)) < len(self.ranks)
+
+
+Placement = tuple[str, int]  # (candidate, stated rank)
+
+
+def competition_ranks(stated: Sequence[int]) -> tuple[int, ...]:
+    """1 + the number of strictly better stated ranks, for each candidate."""
+    return tuple(1 + sum(other < rank for other in stated) for rank in stated)
+
+
+def rank_placements(placements: Sequence[Placement], candidates: Sequence[str]) -> ParsedRanking:
+    """Check (candidate, rank) pairs against the candidates and normalise the ranks."""
+    placed = [candidate for candidate, _ in placements]
+    n_ranked = len(set(placed) & set(candidates))
+    if not set(placed) <= set(candidates):
+        return ParsedRanking(None, "unknown_candidate", n_ranked)
+    if len(set(placed)) < len(placed):
+        return ParsedRanking(None, "duplicate_candidate", n_ranked)
+    if n_ranked < len(candidates):
+        return ParsedRanking(None, "missing_candidate", n_ranked)
+    if not all(1 <= rank <= len(candidates) for _, rank in placements):
+        return ParsedRanking(None, "rank_out_of_range", n_ranked)
+    stated = dict(placements)
+    return ParsedRanking(competition_ranks([stated[c] for c in candidates]), None, n_ranked)
+
+
+def _tier_placements(tiers: Sequence[Sequence[str]]) -> list[Placement]:
+    return [(candidate, i + 1) for i, tier in enumerate(tiers) for candidate in tier]
+
+
+def parse_ranking_value(
+    value: Any, candidates: Sequence[str] = DEFAULT_CANDIDATES
+) -> ParsedRanking:
+    """The ranking field of a JSON answer (the three forms in the module docstring)."""
+    if isinstance(value, dict):
+        ranks = {str(k): as_integer(v) for k, v in value.items()}
+        if any(rank is None for rank in ranks.values()):
+            return ParsedRanking(None, "invalid_value")
+        return rank_placements([(c, r) for c, r in ranks.items() if r is not None], candidates)
+    if not isinstance(value, list):
+        return ParsedRanking(None, "invalid_value")
+    integers = [as_integer(v) for v in value]
+    if all(rank is not None for rank in integers):
+        if len(value) != len(candidates):
+            return ParsedRanking(None, "wrong_count")
+        return rank_placements(
+            [(c, r) for c, r in zip(candidates, integers, strict=True) if r is not None],
+            candidates,
+        )
+    tiers = [[v] if isinstance(v, str) else v for v in value]
+    if not all(isinstance(t, list) and all(isinstance(c, str) for c in t) for t in tiers):
+        return ParsedRanking(None, "invalid_value")
+    return rank_placements(_tier_placements(tiers), candidates)
+
+
+@dataclass(frozen=True)
+class _Patterns:
+    label: re.Pattern[str]
+    chain: re.Pattern[str]
+    numbered: re.Pattern[str]
+    assignment: re.Pattern[str]
+    separator: re.Pattern[str]
+
+
+_OPEN = r"[*_\"'`“”‘’(\[]*"
+_CLOSE = r"[*_\"'`“”‘’)\]]*"
+_PREFIX = r"(?:(?i:candidate|applicant|option|profile|patient)\s+)?"
+_ORDINAL = r"(?:st|nd|rd|th)?"
+
+
+@functools.cache
+def _patterns(candidates: tuple[str, ...]) -> _Patterns:
+    names = "|".join(re.escape(c) for c in sorted(candidates, key=len, reverse=True))
+    label = rf"(?<!\w)(?:{names})(?!\w)"
+    token = rf"{_OPEN}{_PREFIX}{_OPEN}{label}{_CLOSE}"
+    joined = rf"{token}(?:\s*(?:,|=|/|&|(?i:and))\s*{token})*"
+    return _Patterns(
+        label=re.compile(rf"(?<!\w)({names})(?!\w)"),
+        chain=re.compile(rf"{token}(?:\s*(?:>|==|=|,|;)\s*{token})+"),
+        numbered=re.compile(
+            rf"(?<![\w.])(?:#|(?i:rank(?:ed)?)\s*)?(\d+){_ORDINAL}(?:\s*(?i:place))?"
+            rf"\s*[.):\-–]\s*({joined})"
+        ),
+        assignment=re.compile(
+            rf"({token})\s*(?::|=|->|→|-|–)\s*(?:(?i:rank(?:ed)?)\s*)?#?(\d+){_ORDINAL}(?!\.?\d)"
+        ),
+        separator=re.compile(rf"(?<!\w)({names})(?!\w)|(>|==|=|,|;)"),
+    )
+
+
+def _chain_placements(span: str, patterns: _Patterns) -> list[Placement]:
+    parts = [(m.group(1), m.group(2)) for m in patterns.separator.finditer(span)]
+    breaks = {">"} if any(sep == ">" for _, sep in parts) else {",", ";"}
+    tiers: list[list[str]] = [[]]
+    for candidate, separator in parts:
+        if candidate:
+            tiers[-1].append(candidate)
+        elif separator in breaks:
+            tiers.append([])
+    return _tier_placements(tiers)
+
+
+def _text_forms(text: str, candidates: tuple[str, ...]) -> list[list[Placement]]:
+    """The placements each text form reads, in order of precedence."""
+    p = _patterns(candidates)
+    numbered = [
+        (candidate, int(m.group(1)))
+        for m in p.numbered.finditer(text)
+        for candidate in p.label.findall(m.group(2))
+    ]
+    assignments = [
+        (p.label.findall(m.group(1))[-1], int(m.group(2)))
+        for m in p.assignment.finditer(text)
+        if not UNIT_RE.match(text, m.end())
+    ]
+    chains = [_chain_placements(m.group(0), p) for m in p.chain.finditer(text)]
+    longest_chain = max(chains, key=len, default=[])
+    return [numbered, assignments, longest_chain]
+
+
+def parse_ranking(
+    text: str | None, candidates: Sequence[str] = DEFAULT_CANDIDATES, field: str = "ranks"
+) -> ParsedRanking:
+    """A ranking of ``candidates`` from free text (rules in the module docstring)."""
+    if text is None or not text.strip():
+        return ParsedRanking(None, "empty")
+    structured = embedded_object(text, field)
+    if structured is not None:
+        return parse_ranking_value(structured[field], candidates)
+    forms = _text_forms(text, tuple(candidates))
+    best = max(forms, key=len)  # max keeps the first of equally long forms
+    if best:
+        return rank_placements(best, candidates)
+    return ParsedRanking(None, "refusal" if refuses_judgement(text) else "no_ranking")

@@ -1,0 +1,54 @@
+"""Answers given as JSON: a constrained completion, a tool call's arguments, JSON in text."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Final
+
+#: Reasons a JSON answer or a tool call yields no outcome (every kind).
+REASONS: Final = {
+    "invalid_json": "the constrained completion or the tool arguments are not a JSON object",
+    "missing_field": "the JSON object lacks the answer's field",
+    "invalid_value": "the answer's field has the wrong type or a value outside the schema",
+    "wrong_tool": "the model called tools, but not the answer's tool",
+    "several_tool_calls": "the model called the answer's tool more than once",
+}
+
+_FENCE_RE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL | re.IGNORECASE)
+_DECODER: Final = json.JSONDecoder()
+
+
+def loads_object(text: str) -> dict[str, Any] | None:
+    """The JSON object ``text`` holds (a ```json fence around it is fine), else None."""
+    fenced = _FENCE_RE.match(text)
+    try:
+        value = json.loads(fenced.group(1) if fenced else text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def embedded_object(text: str, field: str) -> dict[str, Any] | None:
+    """The first JSON object in ``text`` that has ``field``, e.g. 'Ranking: {"ranks": [...]}'."""
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = _DECODER.raw_decode(text, start)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and field in value:
+            return value
+        start = text.find("{", start + 1)
+    return None
+
+
+def as_integer(value: Any) -> int | None:
+    """A JSON integer (2, or 2.0), else None; booleans are not integers."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
