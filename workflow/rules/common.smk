@@ -21,10 +21,9 @@ check_input_files(config)
 # Each study's common.smk registers its own; the shared stages (inference, parsing, database)
 # read only this table, never a study's config block.
 INFERENCE_TASKS = {}
-# Result tables loaded into the database: table name -> CSV path, filled by each study.
-STUDY_TABLES = {}
-# Studies whose DuckDB views the database registers (cueaudit.<study>.views).
-STUDY_VIEWS = []
+# Studies that run: study -> {tables: {name: CSV}, tasks: [...], view_settings: {...}}. The
+# database loads their tables and registers their views (cueaudit.<study>.views).
+STUDIES = {}
 
 
 def study_enabled(study):
@@ -39,9 +38,16 @@ def register_inference_tasks(tasks):
     INFERENCE_TASKS.update(tasks)
 
 
-def register_study_tables(study, tables):
-    STUDY_TABLES.update(tables)
-    STUDY_VIEWS.append(study)
+def register_study(study, *, tables, tasks, view_settings):
+    STUDIES[study] = {"tables": tables, "tasks": list(tasks), "view_settings": view_settings}
+
+
+def study_tables():
+    return {name: path for study in STUDIES.values() for name, path in study["tables"].items()}
+
+
+def study_views():
+    return {name: config_slice(study, "tasks", "view_settings") for name, study in STUDIES.items()}
 
 
 def config_slice(block, *keys):
@@ -210,5 +216,6 @@ def database_inputs():
         "prompts": all_prompt_tables(),
         "responses": all_response_shards(),
         "outcomes": all_outcome_tables(),
-        "tables": list(STUDY_TABLES.values()),
+        "tables": list(study_tables().values()),
+        "models": expand("results/models/{model}", model=model_names()),
     }

@@ -7,10 +7,11 @@ rule build_database:
     output:
         "results/cueaudit.duckdb",
     params:
-        table_names=list(STUDY_TABLES),
-        studies=STUDY_VIEWS,
+        table_names=list(study_tables()),
+        studies=study_views(),
         task_outcomes=task_outcome_kinds(),
-        analysis=analysis_settings(*OUTCOME_SETTINGS),
+        models=config["models"],
+        decoding=config["decoding"],
     log:
         "logs/analysis/build_database.log",
     conda:

@@ -111,7 +111,6 @@ def race_prediction_source_tables():
 
 def probing_tables():
     return {
-        "parse_rates": "results/tables/parse_rates.csv",
         **{f"validity_{d}": f"results/tables/validity_{d}.csv" for d in DIMENSIONS},
         **{
             f"validity_{d}_averaged": f"results/tables/validity_{d}_averaged.csv"
@@ -131,6 +130,7 @@ def probing_outputs():
         return []
     return [
         "results/cueaudit.duckdb",
+        "results/tables/parse_rates.csv",
         *expand("results/figures/validity_{dimension}.png", dimension=DIMENSIONS),
         *expand("results/figures/ratios_{dimension}.png", dimension=DIMENSIONS),
         *expand("results/figures/validity_{dimension}_across.png", dimension=DIMENSIONS),
@@ -143,4 +143,9 @@ def probing_outputs():
 
 if study_enabled("probing"):
     register_inference_tasks(probing_inference_tasks())
-    register_study_tables("probing", probing_tables())
+    register_study(
+        "probing",
+        tables=probing_tables(),
+        tasks=probing_task_names(),
+        view_settings=analysis_settings(*OUTCOME_SETTINGS),
+    )

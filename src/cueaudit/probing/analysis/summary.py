@@ -1,14 +1,9 @@
-"""Sample sizes and parse rates behind every estimate, and the Markdown form of the tables."""
+"""Sample sizes and parse rates behind every estimate."""
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
 import duckdb
 import polars as pl
-
-from cueaudit.io import write_text
 
 SAMPLE_SIZE_SCHEMA: dict[str, pl.DataType] = {
     "model": pl.String(),
@@ -57,32 +52,3 @@ def sample_sizes(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return out.with_columns(
         parse_rate=pl.col("n_parsed") / pl.col("n_responses"), note=note
     ).select(pl.col(c).cast(t) for c, t in SAMPLE_SIZE_SCHEMA.items())
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
-            return f"{value:.3e}"
-        return f"{value:.4f}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def to_markdown(frame: pl.DataFrame, title: str | None = None) -> str:
-    """A GitHub-flavoured Markdown table of ``frame`` (floats to 4 decimals, nulls blank)."""
-    lines = [f"## {title}", ""] if title else []
-    lines.append("| " + " | ".join(frame.columns) + " |")
-    lines.append("|" + "|".join("---" for _ in frame.columns) + "|")
-    for row in frame.iter_rows():
-        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
-    if frame.is_empty():
-        lines.append("")
-        lines.append("_No rows._")
-    return "\n".join(lines) + "\n"
-
-
-def write_markdown(frame: pl.DataFrame, path: str | Path, title: str | None = None) -> None:
-    write_text(to_markdown(frame, title), path)

@@ -9,10 +9,10 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from cueaudit.io import write_csv
-from cueaudit.probing.analysis.summary import write_markdown
+from cueaudit import store
+from cueaudit.probing.views import PARSE_RATES, BinaryOutcome, database_views, study_views
 from cueaudit.probing.vocabulary import Dimension
-from cueaudit.store import BinaryOutcome, parse_rates, register_views
+from cueaudit.report import write_table
 
 Paths = Sequence[str | Path]
 ADVICE_KINDS = ("binary", "usd")
@@ -25,16 +25,9 @@ def connect(
     binary_outcome: BinaryOutcome = "answer",
     race_prediction_task: str = "race_prediction",
 ) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
-    register_views(
-        con,
-        prompts=prompts,
-        outcomes=outcomes,
-        task_outcomes=task_outcomes,
-        binary_outcome=binary_outcome,
-        race_prediction_task=race_prediction_task,
-    )
-    return con
+    """In-memory connection over the parquet tables with the probing study's views."""
+    views = study_views(task_outcomes, binary_outcome, race_prediction_task)
+    return store.connect(prompts=prompts, outcomes=outcomes, views=[views])
 
 
 def _connect(
@@ -43,13 +36,8 @@ def _connect(
     task_outcomes: Mapping[str, str],
     settings: Mapping[str, Any],
 ) -> duckdb.DuckDBPyConnection:
-    return connect(
-        prompts,
-        outcomes,
-        task_outcomes,
-        settings.get("binary_outcome", "answer"),
-        settings.get("race_prediction_task", "race_prediction"),
-    )
+    views = database_views(task_outcomes, settings)
+    return store.connect(prompts=prompts, outcomes=outcomes, views=views)
 
 
 def _bootstrap_options(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -60,16 +48,12 @@ def _bootstrap_options(settings: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def write_table(frame: pl.DataFrame, out: str | Path, title: str | None = None) -> None:
-    """Write ``frame`` as CSV at ``out`` and as Markdown beside it (same name, ``.md``)."""
-    write_csv(frame, out)
-    write_markdown(frame, Path(out).with_suffix(".md"), title)
-
-
 def write_parse_rates(
     prompts: Paths, outcomes: Paths, task_outcomes: Mapping[str, str], out: str | Path
 ) -> pl.DataFrame:
-    table = parse_rates(connect(prompts, outcomes, task_outcomes))
+    """The parse rates per model, task and cue (seeds pooled) as CSV + Markdown."""
+    con = connect(prompts, outcomes, task_outcomes)
+    table = store.parse_rates(con, PARSE_RATES)
     write_table(table, out, "Parse rates per model, task and cue")
     return table
 
