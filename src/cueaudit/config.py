@@ -67,7 +67,8 @@ def _semantic_problems(config: Mapping[str, Any]) -> Iterator[str]:
         yield f"config: give at least one study block ({', '.join(STUDIES)})"
     for name, model in config["models"].items():
         has_gguf_package = "gguf_package" in model
-        if not has_gguf_package and "path" not in model:
+        # An API model is named by openai.model; local weights need a folder or a package.
+        if model["backend"] != "openai" and not has_gguf_package and "path" not in model:
             yield f"config key models.{name}: give 'path' (folder or model id) or 'gguf_package'"
         if has_gguf_package and "gguf_file" not in model:
             yield f"config key models.{name}.gguf_file: required with gguf_package"

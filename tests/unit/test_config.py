@@ -46,3 +46,38 @@ def test_missing_dialog_file_is_named(tmp_path: Path) -> None:
     validate_config(config, SCHEMA)
     with pytest.raises(InputError, match=r"cues\.dialog\.cad\.path: not found: .*cad\.csv"):
         check_input_files(config, ROOT)
+
+
+def test_the_commented_openai_example_is_valid() -> None:
+    """The GPT-5.2 block in config/config.yaml validates once uncommented."""
+    text = (ROOT / "config/config.yaml").read_text()
+    lines = text.splitlines()
+    start = lines.index("  # gpt-5.2:")
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("  #"):
+            break
+        block.append(line.replace("  # ", "  ", 1).split("  #", 1)[0].rstrip())
+    example = yaml.safe_load("models:\n" + "\n".join(block))["models"]
+    config = default_config()
+    config["models"] = example
+    validate_config(config, SCHEMA)
+    assert config["models"]["gpt-5.2"]["openai"]["batch"]["dry_run"] is True
+
+
+def test_a_config_without_a_study_is_refused() -> None:
+    config = default_config()
+    del config["probing"]
+    with pytest.raises(InputError, match=r"give at least one study block \(probing\)"):
+        validate_config(config, SCHEMA)
+
+
+def test_the_schema_lists_the_registered_cue_sources() -> None:
+    from cueaudit.cues import REGISTRY
+
+    schema = yaml.safe_load(SCHEMA.read_text())["properties"]["cues"]["properties"]
+    assert schema["names"]["properties"]["lists"]["propertyNames"]["enum"] == list(
+        REGISTRY["name"].sources
+    )
+    dialog = set(schema["dialog"]["properties"]) - {"n_clusters", "seed"}
+    assert dialog == set(REGISTRY["dialog"].sources)
