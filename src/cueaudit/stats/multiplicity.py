@@ -1,0 +1,192 @@
+"""Benjamini-Hochberg q-values, equivalence tests (TOST) and minimum detectable effects for
+contrasts that come as an estimate and its standard error.
+
+Conventions (validated in tests/unit/test_stats_multiplicity.py):
+
+- BH: a NaN p-value (a contrast that could not be estimated) gives a NaN q-value and is not
+  counted in the family size m. On the valid p-values the q-values equal statsmodels
+  ``multipletests(method="fdr_bh")`` and scipy ``false_discovery_control``.
+- TOST: two one-sided z tests of H0 ``effect <= low`` and H0 ``effect >= high``;
+  ``p = max(p_low, p_high)``, equivalent to the 1 - 2 alpha (90%) interval lying inside
+  (low, high). The difference test is the two-sided z test of ``effect = 0``.
+- MDE: the true effect a two-sided z test at ``alpha`` detects with the given power,
+  ``(z_{1-alpha/2} + z_power) SE`` = 2.8016 SE at .05 and .80 (the wrong-sign rejection
+  region is ignored). Equivalence floor: the smallest symmetric margin that TOST at ``alpha``
+  establishes with the given power when the true effect is 0,
+  ``(z_{1-alpha} + z_{(1+power)/2}) SE`` = 2.9264 SE at .05 and .80.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import stats
+
+from cueaudit.errors import InputError
+
+Verdict = Literal["equivalent", "different", "inconclusive"]
+
+
+def mde_factor(alpha: float = 0.05, power: float = 0.80) -> float:
+    return float(stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))
+
+
+def equivalence_factor(alpha: float = 0.05, power: float = 0.80) -> float:
+    return float(stats.norm.ppf(1 - alpha) + stats.norm.ppf((1 + power) / 2))
+
+
+MDE_FACTOR = mde_factor()  # 2.8016
+EQUIVALENCE_FACTOR = equivalence_factor()  # 2.9264
+
+
+def mde(se: float | np.ndarray, alpha: float = 0.05, power: float = 0.80) -> float | np.ndarray:
+    """Minimum detectable effect of a contrast with standard error ``se``."""
+    return mde_factor(alpha, power) * np.asarray(se, dtype=np.float64)
+
+
+def equivalence_floor(
+    se: float | np.ndarray, alpha: float = 0.05, power: float = 0.80
+) -> float | np.ndarray:
+    """Smallest symmetric equivalence margin reachable with ``power`` at a true effect of 0."""
+    return equivalence_factor(alpha, power) * np.asarray(se, dtype=np.float64)
+
+
+def bh_qvalues(p: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values; NaN in, NaN out, NaNs not counted in m."""
+    p = np.asarray(p, dtype=np.float64)
+    flat = p.ravel()
+    valid = ~np.isnan(flat)
+    pv = flat[valid]
+    if np.any((pv < 0) | (pv > 1)):
+        raise InputError("Benjamini-Hochberg", "p-values must lie in [0, 1]")
+    q = np.full(flat.shape, np.nan)
+    m = len(pv)
+    if m:
+        order = np.argsort(pv)
+        scaled = pv[order] * m / np.arange(1, m + 1)
+        adjusted = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+        out = np.empty(m)
+        out[order] = adjusted
+        q[valid] = out
+    return q.reshape(p.shape)
+
+
+def bh_reject(p: np.ndarray, alpha: float = 0.05) -> np.ndarray:
+    """Which hypotheses BH rejects at false discovery rate ``alpha`` (False for NaN)."""
+    q = bh_qvalues(p)
+    return np.where(np.isnan(q), False, q <= alpha)
+
+
+@dataclass(frozen=True)
+class TostResult:
+    """An equivalence test of ``estimate`` (standard error ``se``) against ``(low, high)``.
+
+    Verdict: ``"equivalent"`` when TOST rejects (also when the estimate differs from zero:
+    then ``different`` is True too, a difference smaller than the margin);
+    ``"different"`` when only the difference test rejects; ``"inconclusive"`` when neither.
+    """
+
+    estimate: float
+    se: float
+    low: float
+    high: float
+    alpha: float = 0.05
+    power: float = 0.80
+
+    @property
+    def p_low(self) -> float:
+        """H0: effect <= low."""
+        return float(stats.norm.sf((self.estimate - self.low) / self.se))
+
+    @property
+    def p_high(self) -> float:
+        """H0: effect >= high."""
+        return float(stats.norm.cdf((self.estimate - self.high) / self.se))
+
+    @property
+    def p_tost(self) -> float:
+        return max(self.p_low, self.p_high)
+
+    @property
+    def p_difference(self) -> float:
+        """Two-sided, H0: effect = 0."""
+        return float(2 * stats.norm.sf(abs(self.estimate) / self.se))
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        """The 1 - 2 alpha interval that TOST inspects."""
+        half = float(stats.norm.ppf(1 - self.alpha)) * self.se
+        return self.estimate - half, self.estimate + half
+
+    @property
+    def bound(self) -> float:
+        """The smallest symmetric margin that the data exclude at alpha: max |ci|."""
+        return max(abs(self.ci[0]), abs(self.ci[1]))
+
+    @property
+    def mde(self) -> float:
+        return float(mde(self.se, self.alpha, self.power))
+
+    @property
+    def floor(self) -> float:
+        """The equivalence floor at the requested power."""
+        return float(equivalence_floor(self.se, self.alpha, self.power))
+
+    @property
+    def equivalent(self) -> bool:
+        return self.p_tost < self.alpha
+
+    @property
+    def different(self) -> bool:
+        return self.p_difference < self.alpha
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.equivalent:
+            return "equivalent"
+        return "different" if self.different else "inconclusive"
+
+    @property
+    def mde_exceeds_margin(self) -> bool:
+        return self.mde > min(-self.low, self.high)
+
+    @property
+    def floor_exceeds_margin(self) -> bool:
+        return self.floor > min(-self.low, self.high)
+
+    def summary(self) -> str:
+        """One line: the verdict, both p-values, and whether the design could have decided."""
+        text = (
+            f"{self.verdict}: estimate {self.estimate:.4g} (SE {self.se:.4g}), "
+            f"p_TOST = {self.p_tost:.3g} against ({self.low:.4g}, {self.high:.4g}), "
+            f"p = {self.p_difference:.3g}"
+        )
+        if self.equivalent and self.different:
+            text += "; different from zero but inside the margin"
+        if self.mde_exceeds_margin:
+            text += f"; the MDE {self.mde:.4g} exceeds the margin: power under {self.power:.0%} "
+            text += "against an effect of the margin's size"
+        if self.floor_exceeds_margin:
+            text += f"; the equivalence floor {self.floor:.4g} exceeds the margin"
+        return text
+
+
+def tost(
+    estimate: float,
+    se: float,
+    margin: float | tuple[float, float],
+    alpha: float = 0.05,
+    power: float = 0.80,
+) -> TostResult:
+    """Equivalence test of a contrast against ``(-margin, margin)`` or ``(low, high)``."""
+    if not (np.isfinite(estimate) and np.isfinite(se) and se > 0):
+        raise InputError("TOST", f"need a finite estimate and a positive SE, got {estimate}, {se}")
+    if isinstance(margin, tuple):
+        low, high = float(margin[0]), float(margin[1])
+    else:
+        low, high = -float(margin), float(margin)
+    if not low < 0 < high:
+        raise InputError("TOST", f"the margin must satisfy low < 0 < high, got ({low}, {high})")
+    return TostResult(float(estimate), float(se), low, high, alpha, power)
