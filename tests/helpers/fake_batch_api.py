@@ -20,19 +20,29 @@ from typing import Any
 
 
 def echo_answer(body: dict[str, Any]) -> dict[str, Any]:
-    """A deterministic chat completion: 'Yes' for prompts that mention 'doctor', else 'No'."""
+    """A deterministic chat completion: 'Yes' for prompts that mention 'doctor', else 'No'.
+
+    A forced tool (``tool_choice`` naming a function) is answered as OpenAI does: a call with
+    ``{"decision": "yes"|"no"}`` arguments, no content, and finish reason ``stop``.
+    """
     text = body["messages"][-1]["content"]
+    yes = "doctor" in text
+    message: dict[str, Any] = {"role": "assistant", "content": "Yes" if yes else "No"}
+    if isinstance(choice := body.get("tool_choice"), dict):
+        call = {
+            "id": "call-fake",
+            "type": "function",
+            "function": {
+                "name": choice["function"]["name"],
+                "arguments": json.dumps({"decision": "yes" if yes else "no"}),
+            },
+        }
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "model": body["model"],
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "Yes" if "doctor" in text else "No"},
-                "finish_reason": "stop",
-            }
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": len(text) // 4, "completion_tokens": 1, "total_tokens": 0},
     }
 
@@ -110,9 +120,10 @@ class FakeBatchAPI:
         )
         data = b""
         filename = "upload.jsonl"
-        for part in message.get_payload():
+        for part in message.walk():
             if part.get_param("name", header="content-disposition") == "file":
-                data = part.get_payload(decode=True)
+                payload = part.get_payload(decode=True)
+                data = payload if isinstance(payload, bytes) else data
                 filename = part.get_filename() or filename
         file_id = f"file-{next(self.ids)}"
         self.files[file_id] = data

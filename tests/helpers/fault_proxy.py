@@ -1,9 +1,11 @@
 """A local HTTP proxy that injects faults: 429 (with Retry-After), 500, or a stall.
 
 Faults are drawn per request from a seeded generator with the configured shares. A stalled
-request is held open and dropped without ever reaching the upstream server, so every request
-the upstream answers is one the client receives. ``completed`` counts 200 answers per request
-body, to check that every prompt completes exactly once.
+request is held open for ``stall_s`` and dropped without ever reaching the upstream server, so
+every request the upstream answers is one the client receives. Give stalls far longer than the
+client's timeout (the default is 30 s): a stall must only ever end as a client timeout.
+``completed`` counts 200 answers per request body, to check that every prompt completes
+exactly once.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class FaultProxy:
         p429: float = 0.0,
         p500: float = 0.0,
         pstall: float = 0.0,
-        stall_s: float = 3.0,
+        stall_s: float = 30.0,
         retry_after: str = "0.05",
         seed: int = 0,
     ) -> None:
@@ -69,7 +71,7 @@ class FaultProxy:
                     self.close_connection = True
                     return
                 conn = http.client.HTTPConnection(
-                    proxy.upstream.hostname, proxy.upstream.port, timeout=300
+                    proxy.upstream.hostname or "127.0.0.1", proxy.upstream.port, timeout=300
                 )
                 conn.request("POST", self.path, body, {"content-type": "application/json"})
                 response = conn.getresponse()

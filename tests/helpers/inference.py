@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import socket
 import subprocess
@@ -10,12 +11,15 @@ import time
 import urllib.request
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from cueaudit.expansion import PROMPT_SCHEMA, prompt_uid
-from cueaudit.inference.core import Decoding, Generation, Request
+from cueaudit.inference.core import PLAIN_TEXT, AnswerSpec, Decoding, Generation, Request
+from cueaudit.probing.expansion import PROMPT_SCHEMA, prompt_uid
+
+if TYPE_CHECKING:
+    from cueaudit.inference.openai_protocol import OpenAISettings
 
 ROOT = Path(__file__).resolve().parents[2]
 BASES = [
@@ -66,16 +70,31 @@ class CountingBackend:
     """A deterministic stand-in backend that counts the prompts it is asked to answer."""
 
     name = "fake"
+    scores_options = True
+    flush_every_batch = False
 
     def __init__(self, model_id: str = "fake:model-a", delay: float = 0.0, batch: int = 4):
         self.model_id, self.delay, self.batch = model_id, delay, batch
         self.calls = 0
+        self.scored = 0
 
     def identity(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model_id}
 
-    def render(self, text: str) -> str:
+    def render(self, text: str, answer: AnswerSpec = PLAIN_TEXT) -> str:
         return f"<user>{text}</user>"
+
+    @staticmethod
+    def scores(request: Request) -> dict[str, float]:
+        """A fixed log-probability per option, from its position in the request's options."""
+        return {o.key(): -1.0 - i for i, o in enumerate(request.answer.options)}
+
+    def score(
+        self, requests: Iterable[Request]
+    ) -> Iterator[list[tuple[Request, dict[str, float]]]]:
+        todo = list(requests)
+        self.scored += len(todo)
+        yield [(r, self.scores(r)) for r in todo]
 
     def generate(
         self, requests: Iterable[Request], decoding: Decoding
@@ -86,7 +105,16 @@ class CountingBackend:
             time.sleep(self.delay)
             self.calls += len(chunk)
             yield [
-                (r, Generation(f"{self.model_id} says {r.uid[:6]}", 10, 2, "stop", 0.3, 0.2))
+                (
+                    r,
+                    Generation(
+                        f"{self.model_id} says {r.uid[:6]}",
+                        10,
+                        2,
+                        "stop",
+                        option_logprobs=self.scores(r) if r.answer.options else None,
+                    ),
+                )
                 for r in chunk
             ]
 
@@ -104,16 +132,39 @@ def free_port() -> int:
 
 
 def llama_server_available() -> bool:
-    return importlib.util.find_spec("llama_cpp") is not None
+    """llama-cpp-python and its server extras are installed (bash scripts/install.sh --test)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("llama_cpp", "uvicorn"))
 
 
-def start_llama_server(log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+# llama.cpp's "extra buffer types" (weight repacking, and AMX matrix kernels on CPUs that have
+# AMX, as this project's VMs do) crash with SIGSEGV in ldtilecfg on the first batched decode in
+# llama-cpp-python 0.3.36. Its server has no flag for them, so the model's default parameters
+# are patched before the server starts, so that the plain CPU kernels are used.
+_SERVER_MAIN = """
+import runpy
+import llama_cpp.llama_cpp as native
+
+defaults = native.llama_model_default_params
+
+def without_extra_buffers():
+    params = defaults()
+    params.use_extra_bufts = False
+    return params
+
+native.llama_model_default_params = without_extra_buffers
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+
+
+def start_llama_server(
+    log_path: Path, threads: int = 1, startup_s: float = 120.0
+) -> tuple[subprocess.Popen[bytes], str]:
     """llama-cpp-python's OpenAI-compatible server on the packaged SmolLM2 GGUF."""
     port = free_port()
     command = [
         sys.executable,
-        "-m",
-        "llama_cpp.server",
+        "-c",
+        _SERVER_MAIN,
         "--model",
         str(gguf_path()),
         "--host",
@@ -123,12 +174,17 @@ def start_llama_server(log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
         "--n_ctx",
         "2048",
         "--n_threads",
-        "1",
+        str(threads),
+        # Prompts on as many threads as generation: the default (one per core) spin-waits at
+        # every barrier while another process holds a core, and a busy 2-core machine then sees
+        # runs of requests at ~20x the median latency (what timed out the fault test in CI).
+        "--n_threads_batch",
+        str(threads),
     ]
-    log = log_path.open("wb")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.time() + 120
+    deadline = time.time() + startup_s
     while time.time() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"llama server exited: {log_path.read_text()[-2000:]}")
@@ -138,4 +194,37 @@ def start_llama_server(log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
         except OSError:
             time.sleep(0.5)
     process.kill()
-    raise RuntimeError("llama server did not start in 120 s")
+    raise RuntimeError(f"llama server did not start in {startup_s:.0f} s")
+
+
+@contextlib.contextmanager
+def llama_server(log_path: Path) -> Iterator[str]:
+    """A running llama server's base URL; the server is stopped on exit."""
+    process, url = start_llama_server(log_path)
+    try:
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def llama_settings(url: str, **overrides: Any) -> OpenAISettings:
+    """OpenAI-backend settings for the llama server: its token parameter, no reasoning field."""
+    from cueaudit.inference.openai_protocol import OpenAISettings
+
+    base: dict[str, Any] = {
+        "model": "smollm2",
+        "base_url": url,
+        "api_key_env": "CUEAUDIT_TEST_KEY",
+        "max_tokens_param": "max_tokens",
+        "reasoning_effort": None,
+        "send_seed": True,
+        "timeout_s": 120.0,
+        "backoff_base_s": 0.02,
+        "backoff_max_s": 0.2,
+    }
+    return OpenAISettings(**{**base, **overrides})

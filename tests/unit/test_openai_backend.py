@@ -1,28 +1,55 @@
-"""OpenAI backend against a real OpenAI-compatible server (llama-cpp-python + SmolLM2 GGUF)."""
+"""OpenAI backend: the wire format, retries, and a real OpenAI-compatible server.
+
+The server is llama-cpp-python's on the packaged SmolLM2 GGUF.
+"""
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Iterator
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cueaudit.errors import InputError
-from cueaudit.inference.core import Decoding, Request
+from cueaudit.inference.core import AnswerSpec, Decoding, Option, Request, Tool, canonical_json
 from cueaudit.inference.openai_backend import (
     OpenAIBackend,
     OpenAISettings,
-    answer_probabilities,
+    RetryableError,
     backoff_delay,
     retry_after,
+)
+from cueaudit.inference.openai_protocol import (
+    generation_from_body,
+    grammar_schema,
+    response_format,
 )
 from cueaudit.inference.runner import run_shard
 from cueaudit.io import setup_logging
 from tests.helpers.fault_proxy import FaultProxy
-from tests.helpers.inference import llama_server_available, prompt_table, start_llama_server
+from tests.helpers.inference import (
+    llama_server,
+    llama_server_available,
+    llama_settings,
+    prompt_table,
+)
 
 SECRET = "sk-cueaudit-test-DO-NOT-LEAK-8f3a9c"
+DECODING = Decoding(max_new_tokens=4)
+YES = Option("Yes", ("Yes", "yes", "YES"))
+NO = Option("No", ("No", "no", "NO"))
+DECISION = {
+    "type": "object",
+    "properties": {"decision": {"type": "string", "enum": ["yes", "no"]}},
+    "required": ["decision"],
+    "additionalProperties": False,
+}
 needs_server = pytest.mark.skipif(
     not llama_server_available(), reason="llama-cpp-python[server] not installed"
 )
@@ -32,32 +59,39 @@ needs_server = pytest.mark.skipif(
 def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not llama_server_available():
         pytest.skip("llama-cpp-python[server] not installed (bash scripts/install.sh --test)")
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    process, url = start_llama_server(log)
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
+    with llama_server(tmp_path_factory.mktemp("llama") / "server.log") as url:
+        yield url
 
 
-def settings(url: str, **kw: object) -> OpenAISettings:
-    base = {
-        "model": "smollm2",
-        "base_url": url,
-        "api_key_env": "CUEAUDIT_TEST_KEY",
-        "max_tokens_param": "max_tokens",
-        "reasoning_effort": None,
-        "send_seed": True,
-        "timeout_s": 1.0,
-        "backoff_base_s": 0.02,
-        "backoff_max_s": 0.2,
-        "concurrency": 4,
-    }
-    return OpenAISettings(**{**base, **kw})  # type: ignore[arg-type]
+@pytest.fixture
+def busy_cpu() -> Iterator[None]:
+    """A CPU-bound process spinning beside the test, as on a busy CI machine."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
-def reqs(n: int) -> list[Request]:
-    table = prompt_table().head(n)
-    return [Request(u, t, 0, cache_key=u) for u, t in table.select("prompt_uid", "text").rows()]
+def settings(url: str, **kw: Any) -> OpenAISettings:
+    return llama_settings(url, **{"concurrency": 4, **kw})
+
+
+def reqs(n: int, skip: int = 0, answer: AnswerSpec | None = None) -> list[Request]:
+    rows = prompt_table().slice(skip, n).select("prompt_uid", "text").rows()
+    return [Request(u, t, 0, cache_key=u, answer=answer or AnswerSpec()) for u, t in rows]
+
+
+def old_answer_probabilities(choice: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """The p_yes/p_no the backend returned before option scores (the reference)."""
+    content = ((choice.get("logprobs") or {}).get("content")) or []
+    if not content:
+        return None, None
+    top = content[0].get("top_logprobs") or []
+    p_yes = sum(math.exp(t["logprob"]) for t in top if t["token"].strip().lower() == "yes")
+    p_no = sum(math.exp(t["logprob"]) for t in top if t["token"].strip().lower() == "no")
+    return p_yes, p_no
 
 
 def test_retry_after_and_backoff() -> None:
@@ -71,7 +105,7 @@ def test_retry_after_and_backoff() -> None:
     assert max(backoff_delay(0, 1.0, 8.0, rng) for _ in range(50)) <= 1.0
 
 
-def test_request_body_follows_the_paper_and_the_config() -> None:
+def test_plain_request_body_and_rendering_are_unchanged() -> None:
     backend = OpenAIBackend(OpenAISettings(model="gpt-5.2-2025-12-11"))
     body = backend.body(Request("u1", "Hi?", 0), Decoding(max_new_tokens=16))
     assert body == {
@@ -81,21 +115,121 @@ def test_request_body_follows_the_paper_and_the_config() -> None:
         "max_completion_tokens": 16,
         "reasoning_effort": "none",
     }
-    choice = {
-        "logprobs": {
-            "content": [
-                {
-                    "top_logprobs": [
-                        {"token": "Yes", "logprob": -0.5},
-                        {"token": " no", "logprob": -2.0},
-                        {"token": "Maybe", "logprob": -3.0},
-                    ]
-                }
-            ]
-        }
+    # The rendering every cached answer was keyed on, byte for byte.
+    assert backend.render('Héllo "you"?') == '[{"role": "user", "content": "Héllo \\"you\\"?"}]'
+    assert backend.render("Hi?", AnswerSpec(options=(YES, NO))) == backend.render("Hi?")
+
+
+def test_schema_and_tools_go_on_the_wire_in_either_dialect() -> None:
+    ranks = {"type": "integer", "minimum": 1, "maximum": 4}
+    schema = {"type": "object", "properties": {"ranks": {"type": "array", "items": ranks}}}
+    tool = Tool.of("submit_decision", "Submit the decision.", DECISION)
+    answer = AnswerSpec(json_schema=canonical_json(schema), tools=(tool,), tool_choice=tool.name)
+    request = Request("u1", "Hi?", 0, answer=answer)
+    body = OpenAIBackend(OpenAISettings(model="m")).body(request, Decoding())
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": schema, "strict": True},
     }
-    p_yes, p_no = answer_probabilities(choice)
-    assert p_yes == pytest.approx(0.6065, abs=1e-4) and p_no == pytest.approx(0.1353, abs=1e-4)
+    titled = response_format({"title": "ranking", **schema}, "openai")
+    assert titled["json_schema"]["name"] == "ranking"
+    assert body["tools"] == [tool.openai()]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "submit_decision"}}
+    llama = OpenAIBackend(OpenAISettings(model="m", schema_dialect="llama_cpp"))
+    enum_items = {"type": "integer", "enum": [1, 2, 3, 4]}
+    assert llama.body(request, Decoding())["response_format"] == {
+        "type": "json_object",
+        "schema": {
+            "type": "object",
+            "properties": {"ranks": {"type": "array", "items": enum_items}},
+        },
+    }
+    auto = AnswerSpec(tools=(tool,), tool_choice="auto")
+    assert llama.body(Request("u1", "Hi?", 0, answer=auto), Decoding())["tool_choice"] == "auto"
+    # Only a schema or tools change the rendering; the dialect does not.
+    rendered = llama.render("Hi?", answer)
+    assert rendered == OpenAIBackend(OpenAISettings(model="m")).render("Hi?", answer)
+    assert rendered.startswith('{"messages":[{"content":"Hi?","role":"user"}],"response_format"')
+    assert '"tool_choice":{"function":{"name":"submit_decision"}' in rendered
+
+
+def test_grammar_schema_enumerates_bounded_integers_only() -> None:
+    assert grammar_schema({"type": "integer", "exclusiveMinimum": 0, "maximum": 3.5}) == {
+        "type": "integer",
+        "enum": [1, 2, 3],
+    }
+    unbounded = {"type": "integer", "minimum": 1}
+    huge = {"type": "integer", "minimum": 0, "maximum": 10_000}
+    stepped = {"type": "integer", "minimum": 0, "maximum": 10, "multipleOf": 2}
+    assert [grammar_schema(s) for s in (unbounded, huge, stepped)] == [unbounded, huge, stepped]
+    assert grammar_schema({"enum": [{"type": "integer", "minimum": 1, "maximum": 2}]}) == {
+        "enum": [{"type": "integer", "minimum": 1, "maximum": 2}]
+    }
+    with pytest.raises(InputError, match="schema_dialect"):
+        OpenAISettings(model="m", schema_dialect="vllm")  # type: ignore[arg-type]
+
+
+def test_option_scores_and_tool_calls_are_read_from_the_body() -> None:
+    top = [
+        {"token": "Yes", "logprob": -0.5},
+        {"token": " no", "logprob": -2.0},
+        {"token": " yes", "logprob": -1.5},
+        {"token": "Maybe", "logprob": -3.0},
+    ]
+    body: dict[str, Any] = {
+        "choices": [
+            {
+                "message": {"content": "Yes"},
+                "finish_reason": "length",
+                "logprobs": {"content": [{"token": "Yes", "top_logprobs": top}]},
+            }
+        ],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 1},
+    }
+    absent = Option("Absent", ("Never",))
+    g = generation_from_body(body, AnswerSpec(options=(YES, NO, absent)), seconds=0.25)
+    assert g.option_logprobs is not None and set(g.option_logprobs) == {YES.key(), NO.key()}
+    assert g.option_logprobs[YES.key()] == pytest.approx(math.log(math.exp(-0.5) + math.exp(-1.5)))
+    assert g.option_logprobs[NO.key()] == pytest.approx(-2.0)
+    p_yes, p_no = old_answer_probabilities(body["choices"][0])
+    assert math.exp(g.option_logprobs[YES.key()]) == pytest.approx(p_yes)
+    assert math.exp(g.option_logprobs[NO.key()]) == pytest.approx(p_no)
+    assert (g.completion, g.prompt_tokens, g.finish_reason, g.seconds) == (
+        "Yes",
+        12,
+        "length",
+        0.25,
+    )
+    assert generation_from_body(body).option_logprobs is None  # no options asked
+    calls = [
+        {"function": {"name": "submit_decision", "arguments": '{"decision": "no"}'}},
+        {"function": {"name": "submit_decision", "arguments": "{not json"}},
+    ]
+    called = {"choices": [{"message": {"content": None, "tool_calls": calls}}]}
+    forced = AnswerSpec(
+        tools=(Tool.of("submit_decision", "", DECISION),), tool_choice="submit_decision"
+    )
+    g = generation_from_body(called, forced)
+    assert [(c.name, c.arguments) for c in g.tool_calls] == [
+        ("submit_decision", {"decision": "no"}),
+        ("submit_decision", "{not json"),
+    ]
+    assert g.completion == "" and g.constrained and g.finish_reason == ""
+
+
+def test_construction_from_the_manifest(tmp_path: Path) -> None:
+    spec = {"backend": "openai", "openai": {"model": "gpt-x", "give_up_after_s": 30}}
+    backend = OpenAIBackend.from_spec({"model_id": "openai:gpt-x@api"}, spec, tmp_path)
+    assert (backend.model_id, backend.state_dir) == ("openai:gpt-x@api", tmp_path)
+    assert backend.settings.give_up_after_s == 30 and backend.settings.schema_dialect == "openai"
+    assert backend.scores_options is False and backend.flush_every_batch is True
+    with pytest.raises(NotImplementedError, match="openai backend"):
+        backend.score(reqs(1))
+
+
+def test_importing_the_backend_imports_no_torch() -> None:
+    code = "import cueaudit.inference.openai_backend, sys; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_missing_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,21 +239,54 @@ def test_missing_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
         list(backend.generate(reqs(1), Decoding(max_new_tokens=2)))
 
 
+def test_retries_stop_at_the_time_budget_or_the_try_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUEAUDIT_TEST_KEY", SECRET)
+    request = reqs(1)
+    # Every request gets HTTP 500 from the proxy, which never reaches its (absent) upstream.
+    with FaultProxy("http://127.0.0.1:9/v1", p500=1.0) as proxy:
+        budget = OpenAIBackend(settings(proxy.url, max_retries=10**6, give_up_after_s=0.5))
+        with pytest.raises(RetryableError) as error:
+            list(budget.generate(request, Decoding(max_new_tokens=2)))
+        assert proxy.url in str(error.value) and request[0].uid in str(error.value)
+        assert "HTTP 500" in str(error.value)
+        assert 1 < budget.stats["requests"] == proxy.faults["500"] < 10**6
+        counted = OpenAIBackend(settings(proxy.url, max_retries=2, give_up_after_s=600))
+        with pytest.raises(RetryableError, match="gave up after 3 tries"):
+            list(counted.generate(request, Decoding(max_new_tokens=2)))
+        assert counted.stats == {"requests": 3, "retries": 2, "succeeded": 0}
+
+
+def healthy_timeout(url: str, concurrency: int) -> float:
+    """A client timeout no healthy request comes near: measured here, not assumed.
+
+    10× the median latency of warm-up requests, times the requests that can queue at the
+    server (it answers one at a time), and at least 5 s.
+    """
+    warm = OpenAIBackend(settings(url, concurrency=1))
+    seconds = [g.seconds for b in warm.generate(reqs(5, skip=20), DECODING) for _, g in b]
+    return max(5.0, 10 * statistics.median(seconds) * concurrency)
+
+
 @needs_server
+@pytest.mark.usefixtures("busy_cpu")
 def test_every_request_completes_once_under_injected_faults(
     llama_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CUEAUDIT_TEST_KEY", SECRET)
     todo = reqs(16)
-    with FaultProxy(llama_url, p429=0.2, p500=0.15, pstall=0.1, stall_s=2.0, seed=3) as proxy:
-        backend = OpenAIBackend(settings(proxy.url, max_retries=30))
-        results = [
-            pair for batch in backend.generate(todo, Decoding(max_new_tokens=4)) for pair in batch
-        ]
+    timeout = healthy_timeout(llama_url, concurrency=2)
+    # A stalled request is held far beyond the timeout: it can only end as a timeout.
+    stall_s = 3 * timeout + 30
+    with FaultProxy(llama_url, p429=0.2, p500=0.15, pstall=0.1, stall_s=stall_s, seed=3) as proxy:
+        backend = OpenAIBackend(
+            settings(proxy.url, concurrency=2, timeout_s=timeout, max_retries=10**6)
+        )
+        results = [pair for b in backend.generate(todo, DECODING) for pair in b]
     assert sorted(r.uid for r, _ in results) == sorted(r.uid for r in todo)
     assert all(g.completion_tokens >= 1 and g.finish_reason for _, g in results)
     assert proxy.faults["429"] > 0 and proxy.faults["500"] > 0 and proxy.faults["stall"] > 0
-    assert backend.stats["retries"] >= sum(proxy.faults.values())
+    # One retry per injected fault and none else: no healthy request timed out.
+    assert backend.stats["retries"] == sum(proxy.faults.values())
     # The server answered each prompt exactly once: no request was completed twice.
     assert len(proxy.completed) == 16 and set(proxy.completed.values()) == {1}
     # The key only travels in the Authorization header.
@@ -127,14 +294,28 @@ def test_every_request_completes_once_under_injected_faults(
 
 
 @needs_server
-def test_logprobs_give_answer_probabilities(
+def test_option_scores_match_the_old_yes_no_probabilities(
     llama_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CUEAUDIT_TEST_KEY", SECRET)
     backend = OpenAIBackend(settings(llama_url, logprobs=True, top_logprobs=10))
-    results = [g for b in backend.generate(reqs(3), Decoding(max_new_tokens=1)) for _, g in b]
-    assert all(g.p_yes is not None and g.p_no is not None for g in results)
-    assert all(0 <= g.p_yes + g.p_no <= 1 for g in results)
+    todo = reqs(4, answer=AnswerSpec(options=(YES, NO)))
+    client = backend.client(asynchronous=False)
+    seen = set()
+    for request in todo:
+        body = backend.body(request, Decoding(max_new_tokens=1))
+        raw = client.chat.completions.create(
+            model=body.pop("model"), messages=body.pop("messages"), extra_body=body
+        ).model_dump()
+        scores = generation_from_body(raw, request.answer).option_logprobs
+        assert scores is not None
+        seen |= set(scores)
+        p_yes, p_no = old_answer_probabilities(raw["choices"][0])
+        assert math.exp(scores.get(YES.key(), -math.inf)) == pytest.approx(p_yes, abs=1e-12)
+        assert math.exp(scores.get(NO.key(), -math.inf)) == pytest.approx(p_no, abs=1e-12)
+    assert seen  # some prompt put Yes or No in its top ten
+    results = [g for b in backend.generate(todo, Decoding(max_new_tokens=1)) for _, g in b]
+    assert all(g.option_logprobs is not None for g in results)
     assert all(g.completion_tokens == 1 and g.finish_reason == "length" for g in results)
 
 
@@ -168,7 +349,7 @@ def test_api_key_never_reaches_results_or_logs(
             max_new_tokens=4,
             out_path=tmp_path / "results" / "responses" / "0.parquet",
             cache_dir=tmp_path / "results" / "cache" / "responses",
-            backend=OpenAIBackend.from_spec(spec),
+            backend=OpenAIBackend.from_spec({"model_id": f"openai:smollm2@{llama_url}"}, spec),
         )
     finally:
         setup_logging(None)

@@ -17,7 +17,8 @@ from cueaudit.cues import REGISTRY as CUE_TYPES  # noqa: E402
 validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
 check_input_files(config)
 
-# Inference tasks of every study that runs: task -> {outcome, answer, max_new_tokens, shards}.
+# Inference tasks of every study that runs: task -> {outcome, answer, max_new_tokens, shards,
+# and optionally requires: files that must exist before the task's first inference job}.
 # Each study's common.smk registers its own; the shared stages (inference, parsing, database)
 # read only this table, never a study's config block.
 INFERENCE_TASKS = {}
@@ -85,6 +86,10 @@ def task_outcome(wildcards):
 
 def task_answer(wildcards):
     return inference_task(wildcards)["answer"]
+
+
+def task_requirements(wildcards):
+    return inference_task(wildcards).get("requires", [])
 
 
 def shard_ids(task):

@@ -13,6 +13,7 @@ rule generate_responses:
     input:
         prompts="results/prompts/{task}.parquet",
         model="results/models/{model}",
+        requires=task_requirements,
     output:
         "results/responses/{model}/seed{seed}/{task}/{shard}.parquet",
     params:

@@ -2,82 +2,49 @@
 
 Online mode sends requests with bounded concurrency and retries 429, 5xx, timeouts and
 connection errors with exponential backoff and full jitter, honouring ``Retry-After``
-(``retry-after-ms`` too). The API key is read from the environment variable named in the
-config (``api_key_env``) and is never written to a file or a log line.
+(``retry-after-ms`` too), until ``max_retries`` retries or ``give_up_after_s`` seconds since
+the request's first try, whichever comes first. The API key is read from the environment
+variable named in the config (``api_key_env``) and is never written to a file or a log line.
 
-Batch mode (``batch.enabled``) hands the requests to cueaudit.inference.openai_batch.
+Batch mode (``batch.enabled``) hands the requests to cueaudit.inference.openai_batch; both
+modes send the bodies of cueaudit.inference.openai_protocol.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import itertools
 import logging
-import math
-import os
 import random
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
 from cueaudit.errors import InputError
-from cueaudit.inference.core import Decoding, Generation, Request
-from cueaudit.inference.sampling import prompt_seed
+from cueaudit.inference import openai_protocol as protocol
+from cueaudit.inference.core import PLAIN_TEXT, AnswerSpec, Decoding, Generation, Request
+from cueaudit.inference.openai_batch import BatchRunner
+from cueaudit.inference.openai_protocol import (
+    BatchSettings,
+    OpenAISettings,
+    Prices,
+    generation_from_body,
+)
+
+__all__ = [
+    "BatchSettings",
+    "OpenAIBackend",
+    "OpenAISettings",
+    "Prices",
+    "RetryableError",
+    "backoff_delay",
+    "generation_from_body",
+    "retry_after",
+]
 
 log = logging.getLogger(__name__)
-
-AFFIRMATIVE = {"yes"}
-NEGATIVE = {"no"}
-
-
-@dataclass(frozen=True)
-class Prices:
-    """US dollars per million tokens; the Batch API bills ``batch_discount`` of that."""
-
-    input_per_million: float = 1.75
-    output_per_million: float = 14.0
-    batch_discount: float = 0.5
-
-
-@dataclass(frozen=True)
-class BatchSettings:
-    enabled: bool = False
-    dry_run: bool = False
-    max_lines: int = 50_000
-    max_bytes: int = 200 * 1024 * 1024
-    poll_seconds: float = 60.0
-    max_rounds: int = 3
-    completion_window: str = "24h"
-
-
-@dataclass(frozen=True)
-class OpenAISettings:
-    model: str
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    concurrency: int = 16
-    timeout_s: float = 120.0
-    max_retries: int = 8
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 60.0
-    reasoning_effort: str | None = "none"
-    max_tokens_param: str = "max_completion_tokens"
-    send_seed: bool = False
-    logprobs: bool = False
-    top_logprobs: int = 20
-    batch: BatchSettings = field(default_factory=BatchSettings)
-    prices: Prices = field(default_factory=Prices)
-
-    @classmethod
-    def from_spec(cls, spec: Mapping[str, Any]) -> OpenAISettings:
-        raw = dict(spec.get("openai") or {})
-        batch = BatchSettings(**(raw.pop("batch", None) or {}))
-        prices = Prices(**(raw.pop("prices", None) or {}))
-        raw.setdefault("model", spec.get("path", ""))
-        return cls(batch=batch, prices=prices, **raw)
 
 
 class RetryableError(Exception):
@@ -114,58 +81,36 @@ def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> 
     return rng.uniform(0, min(cap, base * 2**attempt))
 
 
-def api_key(env: str) -> str:
-    key = os.environ.get(env)
-    if not key:
-        raise InputError(
-            "environment", f"set the API key in the environment variable {env}", "api_key_env"
-        )
-    return key
-
-
-def answer_probabilities(choice: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    """P(Yes), P(No) at the first generated token from top logprobs (None if absent)."""
-    content = ((choice.get("logprobs") or {}).get("content")) or []
-    if not content:
-        return None, None
-    top = content[0].get("top_logprobs") or []
-    p_yes = sum(math.exp(t["logprob"]) for t in top if t["token"].strip().lower() in AFFIRMATIVE)
-    p_no = sum(math.exp(t["logprob"]) for t in top if t["token"].strip().lower() in NEGATIVE)
-    return p_yes, p_no
-
-
-def generation_from_body(body: Mapping[str, Any], seconds: float = 0.0) -> Generation:
-    """A Generation from a chat-completion response body (online or Batch API)."""
-    choice = body["choices"][0]
-    usage = body.get("usage") or {}
-    p_yes, p_no = answer_probabilities(choice)
-    return Generation(
-        completion=(choice.get("message") or {}).get("content") or "",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-        finish_reason=str(choice.get("finish_reason") or ""),
-        p_yes=p_yes,
-        p_no=p_no,
-        seconds=seconds,
-    )
-
-
 class OpenAIBackend:
     """Chat completions against the OpenAI API or any compatible server."""
 
     name = "openai"
+    #: Option scores come only from top logprobs of generated answers (``logprobs: true``).
+    scores_options = False
+    #: Answers are paid for: the runner caches every batch as soon as it arrives.
     flush_every_batch = True
 
-    def __init__(self, settings: OpenAISettings, model_id: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: OpenAISettings,
+        model_id: str | None = None,
+        state_dir: Path | None = None,
+    ) -> None:
         self.settings = settings
         self.model_id = model_id or f"openai:{settings.model}@{settings.base_url}"
-        self.state_dir: Path | None = None  # set by the runner for the Batch API state
+        self.state_dir = state_dir  # Batch API state of this job (results/cache/batches/...)
         self.stats: dict[str, int] = {"requests": 0, "retries": 0, "succeeded": 0}
         self._rng = random.Random()
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, Any], model_id: str | None = None) -> OpenAIBackend:
-        return cls(OpenAISettings.from_spec(spec), model_id)
+    def from_spec(
+        cls,
+        manifest: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        state_dir: Path | None = None,
+    ) -> OpenAIBackend:
+        """The backend of a prepared model (its manifest) and its config entry."""
+        return cls(OpenAISettings.from_spec(spec), str(manifest["model_id"]), state_dir)
 
     def identity(self) -> dict[str, Any]:
         s = self.settings
@@ -177,55 +122,37 @@ class OpenAIBackend:
             "send_seed": s.send_seed,
         }
 
-    def messages(self, text: str) -> list[dict[str, str]]:
-        return [{"role": "user", "content": text}]
-
-    def render(self, text: str) -> str:
-        return json.dumps(self.messages(text), ensure_ascii=False)
+    def render(self, text: str, answer: AnswerSpec = PLAIN_TEXT) -> str:
+        return protocol.render(text, answer)
 
     def body(self, request: Request, decoding: Decoding) -> dict[str, Any]:
         """The request body of one prompt (identical online and in Batch API files)."""
-        s = self.settings
-        body: dict[str, Any] = {
-            "model": s.model,
-            "messages": self.messages(request.text),
-            "temperature": decoding.temperature,
-            s.max_tokens_param: decoding.max_new_tokens,
-        }
-        if decoding.top_p != 1.0:
-            body["top_p"] = decoding.top_p
-        if s.reasoning_effort is not None:
-            body["reasoning_effort"] = s.reasoning_effort
-        if s.send_seed:
-            body["seed"] = prompt_seed(request.seed, request.uid) % (2**31 - 1)
-        if s.logprobs:
-            body["logprobs"] = True
-            body["top_logprobs"] = s.top_logprobs
-        return body
+        return protocol.request_body(request, decoding, self.settings)
 
     def client(self, asynchronous: bool) -> Any:
-        import openai
+        return protocol.make_client(self.settings, asynchronous)
 
-        cls = openai.AsyncOpenAI if asynchronous else openai.OpenAI
-        return cls(
-            api_key=api_key(self.settings.api_key_env),
-            base_url=self.settings.base_url,
-            max_retries=0,  # retries are ours: backoff with jitter, Retry-After, counted
-            timeout=self.settings.timeout_s,
+    def score(
+        self, requests: Iterable[Request]
+    ) -> Iterator[list[tuple[Request, dict[str, float]]]]:
+        raise NotImplementedError(
+            f"the {self.name} backend cannot score options without generating; with "
+            "openai.logprobs: true it returns first-token option scores from generate()"
         )
 
     def generate(
         self, requests: Iterable[Request], decoding: Decoding
     ) -> Iterator[list[tuple[Request, Generation]]]:
         todo = list(requests)
-        if self.settings.batch.enabled:
-            from cueaudit.inference.openai_batch import BatchRunner
-
-            state_dir = self.state_dir or Path("results/cache/batches/unnamed")
-            runner = BatchRunner(self, state_dir)
-            yield from runner.run(todo, decoding)
+        s = self.settings
+        if s.batch.enabled:
+            if self.state_dir is None:
+                raise InputError(
+                    "openai.batch", "Batch API mode needs a state folder (state_dir)", "enabled"
+                )
+            yield from BatchRunner(self, self.state_dir, s.batch, s.prices).run(todo, decoding)
             return
-        chunk = max(1, self.settings.concurrency * 4)
+        chunk = max(1, s.concurrency * 4)
         for first in range(0, len(todo), chunk):
             yield asyncio.run(self._run_chunk(todo[first : first + chunk], decoding))
 
@@ -251,12 +178,16 @@ class OpenAIBackend:
         body = self.body(request, decoding)
         model = body.pop("model")
         messages = body.pop("messages")
-        for attempt in range(s.max_retries + 1):
+        deadline = time.monotonic() + s.give_up_after_s
+        for attempt in itertools.count():
             self.stats["requests"] += 1
             tick = time.perf_counter()
             try:
                 response = await client.chat.completions.create(
-                    model=model, messages=messages, extra_body=body
+                    model=model,
+                    messages=messages,
+                    extra_body=body,
+                    timeout=max(0.1, min(s.timeout_s, deadline - time.monotonic())),
                 )
             except openai.APIStatusError as error:
                 if error.status_code != 429 and error.status_code < 500:
@@ -267,11 +198,18 @@ class OpenAIBackend:
                 delay, reason = None, type(error).__name__
             else:
                 self.stats["succeeded"] += 1
-                return generation_from_body(response.model_dump(), time.perf_counter() - tick)
-            if attempt == s.max_retries:
-                raise RetryableError(f"{request.uid}: gave up after {attempt + 1} tries ({reason})")
-            wait = delay if delay is not None else 0.0
-            wait = max(wait, backoff_delay(attempt, s.backoff_base_s, s.backoff_max_s, self._rng))
+                seconds = time.perf_counter() - tick
+                return generation_from_body(response.model_dump(), request.answer, seconds)
+            backoff = backoff_delay(attempt, s.backoff_base_s, s.backoff_max_s, self._rng)
+            wait = max(delay or 0.0, backoff)
+            if attempt >= s.max_retries or time.monotonic() + wait >= deadline:
+                raise RetryableError(
+                    f"{s.endpoint}: request {request.uid}: gave up after {attempt + 1} tries "
+                    f"in {s.give_up_after_s - (deadline - time.monotonic()):.0f} s "
+                    f"(last: {reason}; max_retries {s.max_retries}, "
+                    f"give_up_after_s {s.give_up_after_s:g})",
+                    delay,
+                )
             self.stats["retries"] += 1
             log.info("retry %d of %s in %.2f s (%s)", attempt + 1, request.uid, wait, reason)
             await asyncio.sleep(wait)

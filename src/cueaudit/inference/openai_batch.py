@@ -18,6 +18,10 @@ change) next to the request files it describes::
   are resubmitted in a new round, at most ``max_rounds`` times.
 * Before anything is submitted the cost estimate (tokens × the price table in the config, with
   the Batch API discount) goes to the log; ``dry_run`` stops there.
+
+Request lines hold the very bodies online calls send (cueaudit.inference.openai_protocol), so
+``tools``, ``tool_choice`` and ``response_format`` pass unchanged. The runner gets its client
+and bodies from a :class:`BatchEndpoint` (the OpenAI backend is one) and imports no backend.
 """
 
 from __future__ import annotations
@@ -26,20 +30,22 @@ import io
 import json
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Protocol
 
 from cueaudit.errors import CueauditError
 from cueaudit.inference.core import Decoding, Generation, Request
-from cueaudit.inference.openai_backend import OpenAIBackend, Prices, generation_from_body
+from cueaudit.inference.openai_protocol import BatchSettings, Prices, generation_from_body
 from cueaudit.io import write_text
 
 log = logging.getLogger(__name__)
 
 TERMINAL = {"completed", "expired", "failed", "cancelled"}
 ENDPOINT = "/v1/chat/completions"
+#: Body fields billed as input tokens.
+INPUT_FIELDS: Final = ("messages", "tools", "response_format")
 
 
 class DryRun(CueauditError):
@@ -114,10 +120,29 @@ def split_lines(lines: Sequence[bytes], max_lines: int, max_bytes: int) -> list[
     return files
 
 
+class BatchEndpoint(Protocol):
+    """Where the runner gets its API client and the request body of each prompt."""
+
+    def client(self, asynchronous: bool) -> Any: ...
+
+    def body(self, request: Request, decoding: Decoding) -> dict[str, Any]: ...
+
+
+def input_tokens(body: Mapping[str, Any]) -> int:
+    return sum(estimate_tokens(json.dumps(body[k])) for k in INPUT_FIELDS if k in body)
+
+
 class BatchRunner:
-    def __init__(self, backend: OpenAIBackend, state_dir: str | Path) -> None:
-        self.backend = backend
-        self.settings = backend.settings.batch
+    def __init__(
+        self,
+        endpoint: BatchEndpoint,
+        state_dir: str | Path,
+        settings: BatchSettings | None = None,
+        prices: Prices | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.settings = settings or BatchSettings(enabled=True)
+        self.prices = prices or Prices()
         self.dir = Path(state_dir)
         self.state_path = self.dir / "state.json"
         self.state: dict[str, Any] = {"version": 1, "files": [], "failures": {}}
@@ -132,7 +157,7 @@ class BatchRunner:
 
     def run(
         self, requests: Sequence[Request], decoding: Decoding
-    ) -> Iterator[list[tuple[Request, Generation]]]:
+    ) -> Generator[list[tuple[Request, Generation]], None, None]:
         by_id = {custom_id(r): r for r in requests}
         answered: set[str] = set()
         client = None
@@ -154,7 +179,7 @@ class BatchRunner:
             open_files = [f for f in self.state["files"] if not f.get("collected")]
             if not open_files:
                 return
-            client = client or self.backend.client(asynchronous=False)
+            client = client or self.endpoint.client(asynchronous=False)
             for entry in open_files:
                 self._submit(client, entry)
             for entry in self._poll(client, open_files):
@@ -168,7 +193,7 @@ class BatchRunner:
     # -- steps ------------------------------------------------------------------------------
 
     def _write_round(self, round_no: int, requests: list[Request], decoding: Decoding) -> None:
-        bodies = [self.backend.body(r, decoding) for r in requests]
+        bodies = [self.endpoint.body(r, decoding) for r in requests]
         lines = [
             json.dumps(
                 {"custom_id": custom_id(r), "method": "POST", "url": ENDPOINT, "body": body},
@@ -178,12 +203,11 @@ class BatchRunner:
             + b"\n"
             for r, body in zip(requests, bodies, strict=True)
         ]
-        tokens = sum(estimate_tokens(json.dumps(b["messages"])) for b in bodies)
         estimate = estimate_cost(
-            tokens,
+            sum(input_tokens(b) for b in bodies),
             len(requests) * decoding.max_new_tokens,
             len(requests),
-            self.backend.settings.prices,
+            self.prices,
             batch=True,
         )
         log.info("%s", estimate.line())
@@ -264,7 +288,10 @@ class BatchRunner:
                 cid = record.get("custom_id")
                 response = record.get("response") or {}
                 if cid in by_id and response.get("status_code") == 200 and not record.get("error"):
-                    results.append((by_id[cid], generation_from_body(response["body"])))
+                    request = by_id[cid]
+                    results.append(
+                        (request, generation_from_body(response["body"], request.answer))
+                    )
                     failures.pop(cid, None)
                 elif cid is not None:
                     error = record.get("error") or (response.get("body") or {}).get("error")
