@@ -13,7 +13,7 @@ from cueaudit.parsing.kinds import Parsed
 
 
 def test_registry_names_every_kind() -> None:
-    assert set(KINDS) == {"binary", "usd", "label", "race", "rating", "ranking"}
+    assert set(KINDS) == {"binary", "usd", "label", "race", "rating", "ranking", "classified_text"}
     for name, kind in KINDS.items():
         assert kind.name == name
         assert set(kind.reasons) <= set(NULL_REASONS)

@@ -15,6 +15,10 @@ ranking    ranks (competition ranks per candidate), tie, n_ranked          submi
                                                                            ranks
 =========  ==============================================================  ===================
 
+``classified_text`` (tool ``submit_answer``, field ``answer``) sorts free text into the
+categories of its ``rules`` setting; its columns are ``answer_label`` (the category) and
+``matched_text`` (the span that decided it).
+
 A kind is configured by the task's answer settings (a mapping, all keys optional):
 
 ``format``
@@ -29,7 +33,8 @@ A kind is configured by the task's answer settings (a mapping, all keys optional
 ``score_options``
     Score the kind's options beside the generation (default: with ``format: text``).
 
-plus the kind's own settings (``min_usd``/``max_usd``, ``labels``, ``scale``, ``candidates``).
+plus the kind's own settings (``min_usd``/``max_usd``, ``labels``, ``scale``, ``candidates``,
+``rules`` of ``classified_text``).
 Defaults are neutral one-liners; a study passes its own wording in the settings.
 
 A tool call is a source, not a kind: its arguments are read by the kind's structured parser
@@ -526,9 +531,108 @@ class RankingKind(OutcomeKind):
         return self._columns(ranking.parse_ranking_value(value, self.candidates))
 
 
+Rules = tuple[tuple[str, tuple[str, ...]], ...]
+
+_CLASSIFIED_REASONS: Final = MappingProxyType(
+    {
+        "empty": text.REASONS["empty"],
+        "no_category": "no rule of any category matches the answer",
+        **structured.REASONS,
+    }
+)
+
+
+def _rules_of(kind: str, rules: Any) -> Rules:
+    """The ``rules`` setting as (category, patterns) pairs in order, every regex checked."""
+    pairs = list(rules.items()) if isinstance(rules, Mapping) else rules
+    if not isinstance(pairs, list | tuple) or not pairs:
+        raise _setting_error(kind, "a non-empty mapping of category to regexes", "rules")
+    normalised: list[tuple[str, tuple[str, ...]]] = []
+    for pair in pairs:
+        category, patterns = pair if isinstance(pair, list | tuple) and len(pair) == 2 else ("", ())
+        if not isinstance(category, str) or not category.strip():
+            raise _setting_error(kind, f"{pair!r}: a non-empty category name", "rules")
+        if not isinstance(patterns, list | tuple) or not patterns:
+            raise _setting_error(kind, f"{category!r}: a non-empty list of regexes", "rules")
+        for pattern in patterns:
+            try:
+                re.compile(pattern, re.IGNORECASE)
+            except (re.error, TypeError) as error:
+                raise _setting_error(
+                    kind, f"{category!r}: bad regex {pattern!r}: {error}", "rules"
+                ) from error
+        normalised.append((category, tuple(patterns)))
+    categories = [category for category, _ in normalised]
+    if len(set(categories)) < len(categories):
+        raise _setting_error(kind, "categories must be distinct", "rules")
+    return tuple(normalised)
+
+
+@_declare("classified_text", "submit_answer", "answer", _CLASSIFIED_REASONS)
+@dataclass(frozen=True, kw_only=True)
+class ClassifiedTextKind(OutcomeKind):
+    """Free text sorted into categories by the ``rules`` setting.
+
+    ``rules`` maps each category to regular expressions (or is a list of ``[category,
+    [regex, ...]]`` pairs, for settings whose key order may be lost). Categories are tried in
+    the order given and the first with a pattern found anywhere in the answer
+    (case-insensitive ``re.search``) wins, so a broad category goes last; ``matched_text``
+    is that pattern's match. An answer no rule matches gives ``no_category``.
+    """
+
+    rules: Mapping[str, Sequence[str]] | Rules = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rules", _rules_of(self.name, self.rules))
+        super().__post_init__()
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        return tuple(category for category, _ in self._rules)
+
+    @property
+    def _rules(self) -> Rules:
+        rules = self.rules
+        assert isinstance(rules, tuple)  # normalised in __post_init__
+        return rules
+
+    def value_columns(self) -> dict[str, pl.DataType]:
+        return {"answer_label": pl.String(), "matched_text": pl.String()}
+
+    def value_schema(self) -> dict[str, Any]:
+        return {"type": "string"}
+
+    def describe_argument(self) -> str:
+        return "the answer in your own words"
+
+    def parse_text(self, answer: str | None) -> Parsed:
+        if answer is None or not answer.strip():
+            return Parsed(reason="empty")
+        for category, patterns in self._rules:
+            for pattern in patterns:
+                found = re.search(pattern, answer, re.IGNORECASE)
+                if found:
+                    return Parsed({"answer_label": category, "matched_text": found.group(0)})
+        return Parsed(reason="no_category")
+
+    def parse_value(self, value: Any) -> Parsed:
+        return self.parse_text(value) if isinstance(value, str) else Parsed(reason="invalid_value")
+
+
 #: Every outcome kind, by name.
 KINDS: Final[Mapping[str, type[OutcomeKind]]] = MappingProxyType(
-    {k.name: k for k in (BinaryKind, UsdKind, LabelKind, RaceKind, RatingKind, RankingKind)}
+    {
+        k.name: k
+        for k in (
+            BinaryKind,
+            UsdKind,
+            LabelKind,
+            RaceKind,
+            RatingKind,
+            RankingKind,
+            ClassifiedTextKind,
+        )
+    }
 )
 
 #: Every reason any kind gives instead of a value.

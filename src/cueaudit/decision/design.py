@@ -1,0 +1,587 @@
+"""The decision audit's ranking bundles, built from Latin squares, and the composition check.
+
+Four bundle types, four candidates each, positions 1-4 shown as A-D:
+
+``demographic_matched``
+    one profile under four names, one per race group, all of one gender; the order of the
+    races follows the rows of a 4 × 4 Williams square (each race at each position once in
+    every cycle of four bundles, each race directly before each other race once).
+``irrelevant_matched``
+    one profile under four names of one race and gender that differ in a hobby (odd cycles:
+    in a neighbourhood); a cycle of four bundles shows the same four values in the four rows
+    of the Williams square, so each value sits at each position once.
+``disguised_demographic``
+    four different profiles under four names of four different races. A block of four
+    bundles is three mutually orthogonal 4 × 4 Latin squares over GF(4), rows = bundles,
+    columns = positions: the first gives the race, the second the slot's quality tier (three
+    symbols are the three tiers, the fourth repeats one tier), the third the gender (two
+    symbols female). Three blocks repeat each tier once, so a super-block of 12 bundles puts
+    each race 4 times in each tier and 3 times at each position, with 2 female and 2 male
+    names per bundle. Profiles of a tier are then assigned to its slots so that no bundle shows
+    a profile twice and each race meets each profile equally often (a proper edge colouring,
+    found by search).
+``disguised_placebo``
+    the same squares, all four names from one race (one bundle per race in each block); the
+    first square's symbols become pseudo-groups labelled like the races (``pseudo_race``), so
+    a "race" contrast on them estimates the design's false-positive rate.
+
+Rows, columns and symbols of every square are permuted at random per block (a seeded
+:class:`random.Random` per domain, bundle type and replicate), which keeps every balance.
+Names of a race × gender cell are used in turn from a random start, so names of one bundle
+are distinct. :func:`check_composition` tests that a design, or any subsample, keeps the
+contrast group independent of profile, tier and position.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from cueaudit.decision.formats import ATTRIBUTE_KINDS, DOMAINS
+from cueaudit.errors import CueauditError, InputError
+from cueaudit.prompts import stable_uid
+
+RACES: Final = ("Black", "White", "Hispanic", "Asian")
+GENDERS: Final = ("female", "male")
+TIERS: Final = ("clear_yes", "borderline", "clear_no")
+BUNDLE_TYPES: Final = (
+    "demographic_matched",
+    "irrelevant_matched",
+    "disguised_demographic",
+    "disguised_placebo",
+)
+BUNDLE_SIZE: Final = 4
+#: Bundles per balanced unit of each type: a design's size must be a multiple.
+BLOCK_SIZES: Final[Mapping[str, int]] = {
+    "demographic_matched": 4,
+    "irrelevant_matched": 4,
+    "disguised_demographic": 12,
+    "disguised_placebo": 12,
+}
+PROFILE_COLUMNS: Final = ("profile_id", "domain", "tier", "title", "text")
+NAME_COLUMNS: Final = ("pair_id", "race", "gender", "name_rank", "full_name")
+
+#: One row per candidate of a bundle.
+BUNDLE_SCHEMA: Final = {
+    "domain": pl.String,
+    "bundle_type": pl.String,
+    "replicate": pl.Int64,
+    "bundle_index": pl.Int64,
+    "bundle_id": pl.String,
+    "position": pl.Int64,
+    "profile_id": pl.String,
+    "tier": pl.String,
+    "pair_id": pl.String,
+    "race": pl.String,
+    "gender": pl.String,
+    "full_name": pl.String,
+    "attribute_kind": pl.String,
+    "attribute": pl.String,
+    "pseudo_race": pl.String,
+}
+
+Square = tuple[tuple[int, ...], ...]
+Slot = dict[str, Any]
+
+
+# --- Latin squares ---------------------------------------------------------------------------
+def balanced_latin_square(n: int = BUNDLE_SIZE) -> Square:
+    """Williams' square of even order n: each symbol once per row and column, and each
+    ordered pair of symbols adjacent (left to right) exactly once."""
+    if n < 2 or n % 2:
+        raise InputError("balanced_latin_square", f"even order of at least 2, got {n}", "n")
+    first = [0]
+    for k in range(1, n):
+        first.append((k + 1) // 2 if k % 2 else n - k // 2)
+    return tuple(tuple((s + r) % n for s in first) for r in range(n))
+
+
+#: Multiplication in GF(4) = {0, 1, a, a + 1} coded 0-3 (addition is XOR).
+_GF4_TIMES: Final = ((0, 0, 0, 0), (0, 1, 2, 3), (0, 2, 3, 1), (0, 3, 1, 2))
+
+
+def orthogonal_latin_squares() -> tuple[Square, Square, Square]:
+    """The three mutually orthogonal 4 × 4 Latin squares L_k[r][c] = r + k·c over GF(4)."""
+    first, second, third = (
+        tuple(tuple(r ^ _GF4_TIMES[k][c] for c in range(4)) for r in range(4)) for k in (1, 2, 3)
+    )
+    return first, second, third
+
+
+# --- inputs ----------------------------------------------------------------------------------
+def _require(frame: pl.DataFrame, columns: Sequence[str], source: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(source, "missing column", missing[0])
+
+
+def _check_values(frame: pl.DataFrame, column: str, allowed: Sequence[str], source: str) -> None:
+    bad = sorted(set(frame[column].to_list()) - set(allowed))
+    if bad:
+        raise InputError(source, f"unknown value {bad[0]!r} (allowed: {allowed})", column)
+
+
+def _check_frame(
+    frame: pl.DataFrame, source: str, columns: Sequence[str], values: Mapping[str, Sequence[str]]
+) -> None:
+    _require(frame, columns, source)
+    for column, allowed in values.items():
+        _check_values(frame, column, allowed, source)
+    key = columns[0]
+    if frame[key].n_unique() < frame.height:
+        raise InputError(source, "ids must be unique", key)
+
+
+def check_profiles(profiles: pl.DataFrame) -> None:
+    """Profiles carry the design columns with known domains and tiers and unique ids."""
+    _check_frame(profiles, "profiles", PROFILE_COLUMNS, {"domain": DOMAINS, "tier": TIERS})
+
+
+def check_name_pairs(name_pairs: pl.DataFrame) -> None:
+    """Name pairs carry the design columns with known races and genders and unique ids."""
+    _check_frame(name_pairs, "name pairs", NAME_COLUMNS, {"race": RACES, "gender": GENDERS})
+
+
+def design_rng(seed: int, *parts: str) -> random.Random:
+    """A random stream that depends only on the seed and the parts (not on Python's hash)."""
+    return random.Random(int(stable_uid(str(seed), *parts), 16))
+
+
+class _Rotation:
+    """Items of each key used in turn from a random start, so consecutive takes differ."""
+
+    def __init__(self, pools: Mapping[Any, Sequence[Any]], rng: random.Random, what: str) -> None:
+        self.pools = pools
+        self.what = what
+        self.next = {key: rng.randrange(len(pool)) for key, pool in pools.items() if pool}
+
+    def take(self, key: Any, n: int = 1) -> list[Any]:
+        pool = self.pools.get(key, ())
+        if len(pool) < n:
+            raise InputError("bundle design", f"{n} distinct {self.what} of {key}, got {len(pool)}")
+        start = self.next[key]
+        self.next[key] = (start + n) % len(pool)
+        return [pool[(start + i) % len(pool)] for i in range(n)]
+
+
+def _name_rotation(name_pairs: pl.DataFrame, rng: random.Random) -> _Rotation:
+    pools: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in name_pairs.sort("race", "gender", "name_rank", "pair_id").iter_rows(named=True):
+        pools.setdefault((row["race"], row["gender"]), []).append(row)
+    return _Rotation(pools, rng, "names")
+
+
+def _tier_pools(profiles: pl.DataFrame, domain: str) -> dict[str, list[str]]:
+    mine = profiles.filter(pl.col("domain") == domain).sort("profile_id")
+    return {t: mine.filter(pl.col("tier") == t)["profile_id"].to_list() for t in TIERS}
+
+
+def _profile_order(pools: Mapping[str, Sequence[str]], rng: random.Random) -> list[str]:
+    """The domain's profiles, each tier shuffled, dealt out tier by tier in turn."""
+    shuffled = [rng.sample(list(pools[t]), len(pools[t])) for t in TIERS]
+    dealt = itertools.chain.from_iterable(itertools.zip_longest(*shuffled))
+    order = [p for p in dealt if p is not None]
+    if not order:
+        raise InputError("profiles", "no profile in this domain", "domain")
+    return order
+
+
+# --- bundle types ----------------------------------------------------------------------------
+def _matched_slots(
+    n_bundles: int,
+    order: Sequence[str],
+    names: _Rotation,
+    attributes: Mapping[str, _Rotation] | None,
+    rng: random.Random,
+) -> Iterator[Slot]:
+    """Slots of matched bundles (irrelevant-attribute ones when ``attributes`` is given)."""
+    square = balanced_latin_square()
+    race_of_symbol = rng.sample(RACES, 4)
+    for cycle in range(n_bundles // 4):
+        rows = rng.sample(range(4), 4)
+        kind = ATTRIBUTE_KINDS[cycle % 2]
+        values = attributes[kind].take(kind, 4) if attributes else []
+        races = rng.sample(RACES, 4)
+        for j in range(4):
+            index = 4 * cycle + j
+            row = square[rows[j]]
+            if attributes:
+                race, gender = races[j], GENDERS[(j + cycle // 2) % 2]
+                chosen = names.take((race, gender), 4)
+            else:
+                gender = GENDERS[cycle % 2]
+                chosen = [names.take((race_of_symbol[s], gender))[0] for s in row]
+            for p in range(4):
+                yield {
+                    "bundle_index": index,
+                    "position": p + 1,
+                    "profile_id": order[index % len(order)],
+                    "name": chosen[p],
+                    "attribute_kind": kind if attributes else None,
+                    "attribute": values[row[p]] if attributes else None,
+                    "pseudo_race": None,
+                }
+
+
+def _disguised_slots(n_bundles: int, placebo: bool, rng: random.Random) -> list[Slot]:
+    """Slots of disguised bundles (without profiles and names), super-block by super-block."""
+    groups, tiers, genders = orthogonal_latin_squares()
+    slots: list[Slot] = []
+    repeated: list[str] = []
+    for block in range(n_bundles // 4):
+        if block % 3 == 0:
+            repeated = rng.sample(TIERS, 3)
+        rows, cols = rng.sample(range(4), 4), rng.sample(range(4), 4)
+        group_of = rng.sample(RACES, 4)
+        tier_of = [*rng.sample(TIERS, 3), repeated[block % 3]]
+        female = set(rng.sample(range(4), 2))
+        bundle_races = rng.sample(RACES, 4)
+        for j in range(4):
+            for p in range(4):
+                r, c = rows[j], cols[p]
+                group = group_of[groups[r][c]]
+                slots.append(
+                    {
+                        "bundle_index": 4 * block + j,
+                        "position": p + 1,
+                        "tier": tier_of[tiers[r][c]],
+                        "race": bundle_races[j] if placebo else group,
+                        "gender": GENDERS[0] if genders[r][c] in female else GENDERS[1],
+                        "pseudo_race": group if placebo else None,
+                    }
+                )
+    return slots
+
+
+class _ProfileSearch:
+    """Profiles for the slots of one tier: none twice in a bundle, and each value of each key
+    (race, pseudo-race) meeting each profile at most ceil(its slots / profiles) times.
+
+    A backtracking search, most constrained slot first, trying profiles in the given order.
+    """
+
+    def __init__(self, slots: Sequence[Slot], pool: Sequence[str], keys: Sequence[str]) -> None:
+        self.slots, self.pool, self.keys = list(slots), list(pool), tuple(keys)
+        self.caps = {
+            (k, v): math.ceil(n / len(pool))
+            for k in keys
+            for v, n in Counter(s[k] for s in slots).items()
+        }
+        self.met: Counter[tuple[str, Any, str]] = Counter()
+        self.shown: set[tuple[int, str]] = set()
+
+    def allowed(self, slot: Slot) -> list[str]:
+        return [
+            p
+            for p in self.pool
+            if (slot["bundle_index"], p) not in self.shown
+            and all(self.met[(k, slot[k], p)] < self.caps[(k, slot[k])] for k in self.keys)
+        ]
+
+    def _mark(self, slot: Slot, profile: str, sign: int) -> None:
+        self.met.update({(k, slot[k], profile): sign for k in self.keys})
+        if sign > 0:
+            self.shown.add((slot["bundle_index"], profile))
+        else:
+            self.shown.discard((slot["bundle_index"], profile))
+
+    def solve(self, left: list[Slot] | None = None) -> bool:
+        left = self.slots if left is None else left
+        if not left:
+            return True
+        slot = min(left, key=lambda s: len(self.allowed(s)))
+        rest = [s for s in left if s is not slot]
+        for profile in self.allowed(slot):
+            slot["profile_id"] = profile
+            self._mark(slot, profile, 1)
+            if self.solve(rest):
+                return True
+            self._mark(slot, profile, -1)
+        return False
+
+
+def _assign_profiles(
+    slots: Sequence[Slot],
+    pools: Mapping[str, Sequence[str]],
+    keys: Sequence[str],
+    usage: Counter[str],
+    rng: random.Random,
+) -> None:
+    """Give each slot a profile of its tier (:class:`_ProfileSearch`); profiles used least so
+    far (across super-blocks) are tried first, so unequal tiers stay as even as they can."""
+    for tier in TIERS:
+        members = [s for s in slots if s["tier"] == tier]
+        if not members:
+            continue
+        pool = rng.sample(list(pools[tier]), len(pools[tier]))
+        if len(pool) < 2:
+            raise InputError("profiles", f"disguised bundles need 2+ profiles of tier {tier!r}")
+        pool.sort(key=lambda p: usage[p])
+        if not _ProfileSearch(members, pool, keys).solve():
+            raise InputError("bundle design", f"no balanced profile assignment for {tier!r}")
+        usage.update(s["profile_id"] for s in members)
+
+
+def _disguised(
+    n_bundles: int,
+    placebo: bool,
+    pools: Mapping[str, Sequence[str]],
+    names: _Rotation,
+    rng: random.Random,
+) -> list[Slot]:
+    slots = _disguised_slots(n_bundles, placebo, rng)
+    keys = ("race", "pseudo_race") if placebo else ("race",)
+    usage: Counter[str] = Counter()
+    for start in range(0, len(slots), 12 * BUNDLE_SIZE):
+        _assign_profiles(slots[start : start + 12 * BUNDLE_SIZE], pools, keys, usage, rng)
+    for slot in slots:
+        slot["name"] = names.take((slot["race"], slot["gender"]))[0]
+    return slots
+
+
+def bundle_sizes(bundles_per_type: int | Mapping[str, int]) -> dict[str, int]:
+    """Bundles per domain and replicate of each type (an int for all, or a mapping per type
+    whose missing types get none), each a multiple of its :data:`BLOCK_SIZES`."""
+    if isinstance(bundles_per_type, Mapping):
+        unknown = sorted(set(bundles_per_type) - set(BUNDLE_TYPES))
+        if unknown:
+            raise InputError("bundles_per_type", f"unknown bundle type {unknown[0]!r}")
+        sizes = {t: bundles_per_type.get(t, 0) for t in BUNDLE_TYPES}
+    else:
+        sizes = dict.fromkeys(BUNDLE_TYPES, bundles_per_type)
+    for kind, n in sizes.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0 or n % BLOCK_SIZES[kind]:
+            raise InputError(
+                "bundles_per_type", f"a multiple of {BLOCK_SIZES[kind]}, got {n!r}", kind
+            )
+    return sizes
+
+
+def build_bundles(
+    profiles: pl.DataFrame,
+    name_pairs: pl.DataFrame,
+    hobbies: Sequence[str],
+    neighbourhoods: Sequence[str],
+    *,
+    domains: Sequence[str] = DOMAINS,
+    bundles_per_type: int | Mapping[str, int] = 24,
+    replicates: int = 1,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """The bundle design: one row per candidate (:data:`BUNDLE_SCHEMA`), ordered by domain,
+    bundle type, replicate, bundle and position.
+
+    ``bundles_per_type`` (per domain and replicate; an int or a mapping per type) must be a
+    multiple of the type's :data:`BLOCK_SIZES`. Each replicate is a fresh randomisation.
+    Bundle ids hash the bundle's place and content, so a bundle whose content changes gets a
+    new id.
+    """
+    check_profiles(profiles)
+    check_name_pairs(name_pairs)
+    sizes = bundle_sizes(bundles_per_type)
+    attribute_lists = {"hobby": list(hobbies), "neighbourhood": list(neighbourhoods)}
+    rows: list[dict[str, Any]] = []
+    for domain, kind, replicate in itertools.product(domains, BUNDLE_TYPES, range(replicates)):
+        if not sizes[kind]:
+            continue
+        rng = design_rng(seed, domain, kind, str(replicate))
+        pools = _tier_pools(profiles, domain)
+        names = _name_rotation(name_pairs, rng)
+        if kind.startswith("disguised"):
+            slots = _disguised(sizes[kind], kind == "disguised_placebo", pools, names, rng)
+        else:
+            attributes = None
+            if kind == "irrelevant_matched":
+                shuffled = {k: rng.sample(v, len(v)) for k, v in attribute_lists.items()}
+                attributes = {k: _Rotation({k: v}, rng, f"{k} values") for k, v in shuffled.items()}
+            order = _profile_order(pools, rng)
+            slots = list(_matched_slots(sizes[kind], order, names, attributes, rng))
+        rows.extend(_rows(slots, profiles, domain, kind, replicate))
+    return pl.DataFrame(rows, schema=BUNDLE_SCHEMA)
+
+
+def _rows(
+    slots: Sequence[Slot], profiles: pl.DataFrame, domain: str, kind: str, replicate: int
+) -> list[dict[str, Any]]:
+    tier_of = dict(zip(profiles["profile_id"], profiles["tier"], strict=True))
+    by_bundle: dict[int, list[Slot]] = {}
+    for slot in slots:
+        by_bundle.setdefault(slot["bundle_index"], []).append(slot)
+    rows = []
+    for index, members in sorted(by_bundle.items()):
+        members.sort(key=lambda s: s["position"])
+        content = [
+            f"{s['profile_id']}|{s['name']['pair_id']}|{s.get('attribute') or ''}" for s in members
+        ]
+        digest = stable_uid("bundle", domain, kind, str(replicate), str(index), *content)
+        bundle_id = f"{domain}/{kind}/r{replicate}/{index:03d}/{digest[:8]}"
+        for s in members:
+            name = s["name"]
+            rows.append(
+                {
+                    "domain": domain,
+                    "bundle_type": kind,
+                    "replicate": replicate,
+                    "bundle_index": index,
+                    "bundle_id": bundle_id,
+                    "position": s["position"],
+                    "profile_id": s["profile_id"],
+                    "tier": tier_of[s["profile_id"]],
+                    "pair_id": name["pair_id"],
+                    "race": name["race"],
+                    "gender": name["gender"],
+                    "full_name": name["full_name"],
+                    "attribute_kind": s.get("attribute_kind"),
+                    "attribute": s.get("attribute"),
+                    "pseudo_race": s.get("pseudo_race"),
+                }
+            )
+    return rows
+
+
+# --- composition -----------------------------------------------------------------------------
+class CompositionError(CueauditError, ValueError):
+    """A design whose contrast group is not independent of profile, tier or position."""
+
+
+@dataclass(frozen=True)
+class CompositionTest:
+    """One group × factor table of one stratum that passed."""
+
+    name: str
+    stratum: str
+    group: str
+    against: str
+    exact: bool
+    statistic: float
+    p_value: float
+    n: int
+
+
+def _count(value: float) -> str:
+    return str(round(value)) if abs(value - round(value)) < 1e-9 else f"{value:.1f}"
+
+
+def _stratum_label(by: Sequence[str], key: tuple[Any, ...]) -> str:
+    return ", ".join(f"{b}={v}" for b, v in zip(by, key, strict=True))
+
+
+def check_composition(
+    frame: pl.DataFrame,
+    *,
+    group: str = "race",
+    against: Sequence[str] = ("profile_id", "tier", "position"),
+    name: str = "design",
+    by: Sequence[str] = (),
+    exact: bool = False,
+    alpha: float = 0.05,
+    max_cells: int = 6,
+) -> list[CompositionTest]:
+    """Test that ``group`` is independent of each column of ``against`` (within each stratum
+    of ``by``) in a frame of one row per candidate; list-typed columns (a ranking prompt
+    table) are exploded first. Rows with a null group or factor are left out.
+
+    ``exact``: every cell must hold exactly its count under independence (row total × column
+    total / n), for a design balanced by construction; otherwise a chi-square test of
+    independence (scipy) at ``alpha``, for a subsample or a design balanced only on average.
+    (Exactness cannot be read off the margins: any set of whole disguised bundles has even
+    race and position margins without being balanced.) Failures raise
+    :class:`CompositionError` naming the offending cells, the most deviant first, e.g.
+    "race=Black × tier=clear_no: 0 of expected 12".
+    """
+    listed = [c for c in (group, *against) if isinstance(frame.schema.get(c), pl.List)]
+    if listed:
+        frame = frame.explode(listed)
+    _require(frame, (group, *against, *by), name)
+    results = []
+    strata = frame.partition_by(list(by), as_dict=True) if by else {(): frame}
+    for key, part in sorted(strata.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        label = _stratum_label(by, key)
+        for factor in against:
+            results.append(_test(part, group, factor, name, label, exact, alpha, max_cells))
+    return results
+
+
+def _test(
+    frame: pl.DataFrame,
+    group: str,
+    factor: str,
+    name: str,
+    stratum: str,
+    exact: bool,
+    alpha: float,
+    max_cells: int,
+) -> CompositionTest:
+    rows = frame.select(group, factor).drop_nulls()
+    groups = sorted(set(rows[group].to_list()), key=str)
+    levels = sorted(set(rows[factor].to_list()), key=str)
+    observed = np.zeros((len(groups), len(levels)))
+    counts = Counter(zip(rows[group].to_list(), rows[factor].to_list(), strict=True))
+    for (g, level), n in counts.items():
+        observed[groups.index(g), levels.index(level)] = n
+    total = observed.sum()
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / max(total, 1.0)
+    statistic, p_value = 0.0, 1.0
+    if len(groups) > 1 and len(levels) > 1:
+        statistic = float(((observed - expected) ** 2 / expected).sum())
+        p_value = float(stats.chi2.sf(statistic, (len(groups) - 1) * (len(levels) - 1)))
+    failed = bool(np.any(np.abs(observed - expected) > 1e-9)) if exact else p_value < alpha
+    if failed:
+        residual = np.abs(observed - expected) / np.sqrt(expected)
+        off = [ij for ij in np.ndindex(observed.shape) if abs(observed[ij] - expected[ij]) > 1e-9]
+        worst = sorted(off, key=lambda ij: -residual[ij])
+        cells = "; ".join(
+            f"{group}={groups[i]} × {factor}={levels[j]}: "
+            f"{_count(observed[i, j])} of expected {_count(expected[i, j])}"
+            for i, j in worst[:max_cells]
+        )
+        where = f"{name} ({stratum})" if stratum else name
+        test = "not balanced" if exact else f"chi-square {statistic:.1f}, p = {p_value:.2g}"
+        raise CompositionError(f"{where}: {group} depends on {factor} ({test}): {cells}")
+    return CompositionTest(name, stratum, group, factor, exact, statistic, p_value, int(total))
+
+
+#: The composition each bundle type is built to have: (group, factors it is independent of).
+CONTRASTS: Final[Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
+    "demographic_matched": (("race", ("profile_id", "tier", "position")),),
+    "irrelevant_matched": (("attribute", ("position",)), ("race", ("position",))),
+    "disguised_demographic": (("race", ("profile_id", "tier", "position")),),
+    "disguised_placebo": (
+        ("pseudo_race", ("profile_id", "tier", "position")),
+        ("race", ("profile_id", "tier", "position")),
+    ),
+}
+
+
+def check_design(bundles: pl.DataFrame) -> list[CompositionTest]:
+    """Every bundle type's :data:`CONTRASTS` within each domain and replicate, exact where the
+    construction guarantees it: always, except race × profile of disguised bundles when a
+    tier's profile count does not divide 4 (then chi-square)."""
+    results = []
+    for kind, contrasts in CONTRASTS.items():
+        part = bundles.filter(pl.col("bundle_type") == kind)
+        if part.is_empty():
+            continue
+        per_tier = part.group_by("domain", "tier").agg(pl.col("profile_id").n_unique())
+        even = all(BUNDLE_SIZE % n == 0 for n in per_tier["profile_id"])
+        for group, factors in contrasts:
+            for factor in factors:
+                exact = even or factor != "profile_id" or not kind.startswith("disguised")
+                results += check_composition(
+                    part,
+                    group=group,
+                    against=(factor,),
+                    name=kind,
+                    by=("domain", "replicate"),
+                    exact=exact,
+                )
+    return results

@@ -1,0 +1,276 @@
+"""Rendering the decision audit's prompts from the wording in ``resources/decision/prompts.yaml``.
+
+One profile is shown the same way in every format (:func:`render_candidate`): the name line
+("Applicant: <full name>"; "Patient: <full name>" in triage), the hobby or neighbourhood line
+of irrelevant-attribute bundles, the title line, the profile text. A single-profile prompt
+(Rate, Decide) is ``instruction, profile, answer line``; a ranking prompt shows four such
+blocks headed "Candidate A" ... "Candidate D" in the order given. The instruction is chosen
+by format, paraphrase id and domain, the answer line by format and mode (text, json, tool).
+
+Templates fill ``{field}`` placeholders; each template allows only its own fields (checked
+when the file is loaded) and leaves every other brace alone, so JSON examples need no
+escaping.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from cueaudit.errors import InputError
+
+DOMAINS: Final = ("hiring", "lending", "triage")
+#: The judgement formats and the modes each is asked in.
+MODES: Final[Mapping[str, tuple[str, ...]]] = {
+    "rate": ("text", "tool"),
+    "decide": ("text", "tool"),
+    "rank": ("text", "json", "tool"),
+}
+FORMATS: Final = tuple(MODES)
+ATTRIBUTE_KINDS: Final = ("hobby", "neighbourhood")
+PROBES: Final = ("choice", "free")
+DEFAULT_PROMPTS: Final = "resources/decision/prompts.yaml"
+
+_FIELD_RE = re.compile(r"\{(\w+)\}")
+_TOP_KEYS: Final = (
+    *("candidate_labels", "domains", "attribute_lines", "candidate_header", "layout"),
+    *("instructions", "answers", "tools", "probes"),
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One profile as shown: the name, the optional irrelevant attribute, title and text."""
+
+    name: str
+    title: str
+    text: str
+    attribute_kind: str | None = None
+    attribute: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolWording:
+    name: str
+    description: str
+    argument_description: str
+
+
+@dataclass(frozen=True)
+class Probe:
+    question: str
+    labels: tuple[str, ...] = ()
+    rules: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class PromptResources:
+    """The validated contents of a prompts file (layout in the file's own comments)."""
+
+    source: str
+    candidate_labels: tuple[str, ...]
+    name_lines: Mapping[str, str]
+    title_lines: Mapping[str, str]
+    attribute_lines: Mapping[str, str]
+    candidate_header: str
+    layout: str
+    instructions: Mapping[str, Mapping[str, Mapping[str, str]]]
+    answers: Mapping[str, Mapping[str, str]]
+    tools: Mapping[str, ToolWording]
+    probe_layout: str
+    probes: Mapping[str, Probe]
+
+    def paraphrases(self, fmt: str) -> tuple[str, ...]:
+        """The paraphrase ids of a format, in file order."""
+        return tuple(self.instructions[fmt])
+
+
+def fill(template: str, **fields: str) -> str:
+    """``template`` with each ``{field}`` of ``fields`` replaced (other braces are kept)."""
+    return _FIELD_RE.sub(lambda m: fields.get(m.group(1), m.group(0)), template)
+
+
+class _Reader:
+    """Reads the file's keys, each error naming the key path."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def mapping(self, value: Any, path: str, keys: Sequence[str] = ()) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise InputError(self.source, "expected a mapping", path or None)
+        missing = [k for k in keys if k not in value]
+        if missing:
+            raise InputError(self.source, f"missing key '{missing[0]}'", path or None)
+        return value
+
+    def template(self, value: Any, path: str, fields: Sequence[str] = ()) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise InputError(self.source, "expected a non-empty string", path)
+        unknown = sorted(set(_FIELD_RE.findall(value)) - set(fields))
+        if unknown:
+            allowed = ", ".join(f"{{{f}}}" for f in fields) or "none"
+            raise InputError(
+                self.source, f"unknown field {{{unknown[0]}}} (allowed: {allowed})", path
+            )
+        return value
+
+    def strings(self, value: Any, path: str, minimum: int) -> tuple[str, ...]:
+        if not isinstance(value, list) or len(value) < minimum:
+            raise InputError(self.source, f"expected a list of at least {minimum} strings", path)
+        items = tuple(self.template(v, f"{path}[{i}]") for i, v in enumerate(value))
+        if len(set(items)) < len(items):
+            raise InputError(self.source, "entries must be distinct", path)
+        return items
+
+    def per_key(
+        self, value: Any, path: str, keys: Sequence[str], fields: Sequence[str] = ()
+    ) -> dict[str, str]:
+        section = self.mapping(value, path, keys)
+        return {k: self.template(section[k], f"{path}.{k}", fields) for k in keys}
+
+
+def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources:
+    """The prompts file, checked key by key: every domain, format and mode has its wording,
+    every format at least two paraphrases, every template only its own fields."""
+    source = str(path)
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise InputError(source, f"cannot read: {error}") from error
+    read = _Reader(source)
+    top = read.mapping(raw, "", _TOP_KEYS)
+    domains = read.mapping(top["domains"], "domains", DOMAINS)
+    name_lines: dict[str, str] = {}
+    title_lines: dict[str, str] = {}
+    for d in DOMAINS:
+        entry = read.mapping(domains[d], f"domains.{d}", ("name_line", "title_line"))
+        name_lines[d] = read.template(entry["name_line"], f"domains.{d}.name_line", ("name",))
+        title_lines[d] = read.template(entry["title_line"], f"domains.{d}.title_line", ("title",))
+    instructions = read.mapping(top["instructions"], "instructions", FORMATS)
+    paraphrased: dict[str, dict[str, dict[str, str]]] = {}
+    for fmt in FORMATS:
+        variants = read.mapping(instructions[fmt], f"instructions.{fmt}")
+        if len(variants) < 2:
+            raise InputError(source, "expected at least two paraphrases", f"instructions.{fmt}")
+        paraphrased[fmt] = {
+            str(pid): read.per_key(text, f"instructions.{fmt}.{pid}", DOMAINS)
+            for pid, text in variants.items()
+        }
+    answers = read.mapping(top["answers"], "answers", FORMATS)
+    tools = read.mapping(top["tools"], "tools", FORMATS)
+    tool_keys = ("name", "description", "argument_description")
+    probes = read.mapping(top["probes"], "probes", ("layout", *PROBES))
+    choice = read.mapping(probes["choice"], "probes.choice", ("question", "labels"))
+    free = read.mapping(probes["free"], "probes.free", ("question", "rules"))
+    rules = read.mapping(free["rules"], "probes.free.rules")
+    return PromptResources(
+        source=source,
+        candidate_labels=read.strings(top["candidate_labels"], "candidate_labels", 4),
+        name_lines=name_lines,
+        title_lines=title_lines,
+        attribute_lines=read.per_key(
+            top["attribute_lines"], "attribute_lines", ATTRIBUTE_KINDS, ("value",)
+        ),
+        candidate_header=read.template(top["candidate_header"], "candidate_header", ("label",)),
+        layout=read.template(top["layout"], "layout", ("instruction", "body", "answer")),
+        instructions=paraphrased,
+        answers={
+            fmt: read.per_key(answers[fmt], f"answers.{fmt}", MODES[fmt], ("tool_name",))
+            for fmt in FORMATS
+        },
+        tools={
+            fmt: ToolWording(**read.per_key(tools[fmt], f"tools.{fmt}", tool_keys))
+            for fmt in FORMATS
+        },
+        probe_layout=read.template(probes["layout"], "probes.layout", ("task", "question")),
+        probes={
+            "choice": Probe(
+                read.template(choice["question"], "probes.choice.question"),
+                labels=read.strings(choice["labels"], "probes.choice.labels", 2),
+            ),
+            "free": Probe(
+                read.template(free["question"], "probes.free.question"),
+                rules=tuple(
+                    (str(c), read.strings(p, f"probes.free.rules.{c}", 1)) for c, p in rules.items()
+                ),
+            ),
+        },
+    )
+
+
+def _check(resources: PromptResources, fmt: str, mode: str, paraphrase: str) -> None:
+    if fmt not in MODES or mode not in MODES[fmt]:
+        raise InputError(resources.source, f"no mode {mode!r} of format {fmt!r}", "answers")
+    if paraphrase not in resources.instructions[fmt]:
+        known = ", ".join(resources.paraphrases(fmt))
+        raise InputError(
+            resources.source,
+            f"no paraphrase {paraphrase!r} (known: {known})",
+            f"instructions.{fmt}",
+        )
+
+
+def render_candidate(
+    resources: PromptResources, domain: str, candidate: Candidate, label: str | None = None
+) -> str:
+    """One profile as shown in every format (headed "Candidate <label>" in a ranking)."""
+    lines = [fill(resources.candidate_header, label=label)] if label is not None else []
+    lines.append(fill(resources.name_lines[domain], name=candidate.name))
+    if candidate.attribute_kind is not None:
+        template = resources.attribute_lines[candidate.attribute_kind]
+        lines.append(fill(template, value=candidate.attribute or ""))
+    lines.append(fill(resources.title_lines[domain], title=candidate.title))
+    lines.append(candidate.text.strip())
+    return "\n".join(lines)
+
+
+def _prompt(
+    resources: PromptResources, domain: str, fmt: str, mode: str, paraphrase: str, body: str
+) -> str:
+    _check(resources, fmt, mode, paraphrase)
+    answer = fill(resources.answers[fmt][mode], tool_name=resources.tools[fmt].name)
+    instruction = resources.instructions[fmt][paraphrase][domain]
+    return fill(resources.layout, instruction=instruction, body=body, answer=answer)
+
+
+def render_single(
+    resources: PromptResources,
+    *,
+    domain: str,
+    fmt: str,
+    mode: str,
+    paraphrase: str,
+    candidate: Candidate,
+) -> str:
+    """A Rate or Decide prompt for one profile."""
+    if fmt == "rank":
+        raise InputError(resources.source, "a ranking shows four candidates", "format")
+    body = render_candidate(resources, domain, candidate)
+    return _prompt(resources, domain, fmt, mode, paraphrase, body)
+
+
+def render_bundle(
+    resources: PromptResources,
+    *,
+    domain: str,
+    mode: str,
+    paraphrase: str,
+    candidates: Sequence[Candidate],
+) -> str:
+    """A ranking prompt: the candidates labelled A, B, ... in the order given."""
+    labels = resources.candidate_labels
+    if len(candidates) != len(labels):
+        raise InputError(
+            resources.source, f"{len(candidates)} candidates for {len(labels)} labels", "bundle"
+        )
+    blocks = [
+        render_candidate(resources, domain, c, label)
+        for c, label in zip(candidates, labels, strict=True)
+    ]
+    return _prompt(resources, domain, "rank", mode, paraphrase, "\n\n".join(blocks))

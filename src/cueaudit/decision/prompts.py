@@ -1,0 +1,385 @@
+"""The decision audit's prompt tables, one per inference task.
+
+=======================  =======  ====  ==========================================
+task                     format   mode  rows
+=======================  =======  ====  ==========================================
+decision_rate_text       rate     text  profile × name pair × paraphrase
+decision_rate_tool       rate     tool  (the same crossing)
+decision_decide_text     decide   text  (the same crossing)
+decision_decide_tool     decide   tool  (the same crossing)
+decision_rank_text       rank     text  bundle × paraphrase
+decision_rank_json       rank     json  (the same bundles)
+decision_rank_tool       rank     tool  (the same bundles)
+decision_probe_choice    probe    text  probed bundle × paraphrase
+decision_probe_free      probe    text  (the same probed bundles)
+=======================  =======  ====  ==========================================
+
+Every table has the shared columns ``prompt_uid, task, text, group`` (``group``: domain and
+paraphrase, whose instruction all its prompts start with; empty for probes) and the design
+columns of :data:`SINGLE_PROMPT_SCHEMA`. Ranking and probe tables hold one row per bundle
+prompt: the per-candidate columns (:data:`CANDIDATE_COLUMNS`) are lists in the order shown
+(A-D), so ``explode_candidates`` gives one row per candidate beside the parsed ``ranks``.
+Single-profile rows have ``bundle_type`` "single", no bundle and position 1.
+
+Ids: a single-profile prompt's uid hashes its task, domain, paraphrase, profile and name
+pair, so adding a profile or a name only adds rows; a bundle prompt's uid hashes its task,
+paraphrase and bundle id, and the bundle id hashes the bundle's content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
+
+import polars as pl
+
+from cueaudit.decision import design, probes
+from cueaudit.decision.formats import (
+    DEFAULT_PROMPTS,
+    DOMAINS,
+    FORMATS,
+    Candidate,
+    PromptResources,
+    load_prompt_resources,
+    render_bundle,
+    render_single,
+)
+from cueaudit.errors import InputError
+from cueaudit.parsing import get_kind
+from cueaudit.prompts import stable_uid
+
+STUDY: Final = "decision"
+SINGLE: Final = "single"
+RATING_SCALE: Final = 5
+
+
+class TaskSpec(NamedTuple):
+    """A task's judgement format (or "probe"), answer mode, outcome kind and probe."""
+
+    format: str
+    mode: str
+    kind: str
+    probe: str | None = None
+
+
+TASKS: Final[Mapping[str, TaskSpec]] = {
+    "decision_rate_text": TaskSpec("rate", "text", "rating"),
+    "decision_rate_tool": TaskSpec("rate", "tool", "rating"),
+    "decision_decide_text": TaskSpec("decide", "text", "binary"),
+    "decision_decide_tool": TaskSpec("decide", "tool", "binary"),
+    "decision_rank_text": TaskSpec("rank", "text", "ranking"),
+    "decision_rank_json": TaskSpec("rank", "json", "ranking"),
+    "decision_rank_tool": TaskSpec("rank", "tool", "ranking"),
+    "decision_probe_choice": TaskSpec("probe", "text", probes.PROBE_KINDS["choice"], "choice"),
+    "decision_probe_free": TaskSpec("probe", "text", probes.PROBE_KINDS["free"], "free"),
+}
+
+_SHARED: Final = {"prompt_uid": pl.String, "task": pl.String, "text": pl.String, "group": pl.String}
+_SCALARS: Final = {
+    "study": pl.String,
+    "domain": pl.String,
+    "format": pl.String,
+    "mode": pl.String,
+    "paraphrase": pl.String,
+    "bundle_type": pl.String,
+    "bundle_id": pl.String,
+    "replicate": pl.Int64,
+    "attribute_kind": pl.String,
+}
+#: Columns with one value per candidate (lists, in the order shown, in bundle tables).
+CANDIDATE_COLUMNS: Final = {
+    c: design.BUNDLE_SCHEMA[c]
+    for c in (
+        *("position", "profile_id", "tier", "pair_id"),
+        *("race", "gender", "attribute", "pseudo_race"),
+    )
+}
+SINGLE_PROMPT_SCHEMA: Final = {**_SHARED, **_SCALARS, **CANDIDATE_COLUMNS}
+RANK_PROMPT_SCHEMA: Final = {
+    **_SHARED,
+    **_SCALARS,
+    **{c: pl.List(t) for c, t in CANDIDATE_COLUMNS.items()},
+}
+PROBE_PROMPT_SCHEMA: Final = {**RANK_PROMPT_SCHEMA, "probe": pl.String}
+
+
+def _integer(settings: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
+    value = settings.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError("decision settings", f"an integer of at least {minimum}", key)
+    return value
+
+
+def _choices(settings: Mapping[str, Any], key: str, known: Sequence[str]) -> tuple[str, ...]:
+    value = settings.get(key, list(known))
+    if not isinstance(value, list | tuple) or not value:
+        raise InputError("decision settings", f"a non-empty list of: {', '.join(known)}", key)
+    unknown = [v for v in value if v not in known]
+    if unknown:
+        raise InputError("decision settings", f"unknown {unknown[0]!r} (known: {known})", key)
+    return tuple(dict.fromkeys(value))
+
+
+@dataclass(frozen=True)
+class DesignSettings:
+    """The settings the prompt tables are built from (see :meth:`of` for the keys)."""
+
+    prompts: str = DEFAULT_PROMPTS
+    seed: int = 0
+    domains: tuple[str, ...] = DOMAINS
+    tasks: tuple[str, ...] = tuple(TASKS)
+    paraphrases: int = 2
+    profiles_per_tier: int = 4
+    names_per_cell: int = 5
+    bundles_per_type: Mapping[str, int] = field(
+        default_factory=lambda: dict.fromkeys(design.BUNDLE_TYPES, 24)
+    )
+    replicates: int = 1
+    probe_bundles: int = 24
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> DesignSettings:
+        """Read the keys ``prompts, seed, domains, tasks, paraphrases, profiles_per_tier,
+        names_per_cell, bundles_per_type (an int or one per bundle type), replicates,
+        probe_bundles``; other keys are ignored (they belong to other parts of the study)."""
+        prompts = settings.get("prompts", DEFAULT_PROMPTS)
+        if not isinstance(prompts, str) or not prompts:
+            raise InputError("decision settings", "a path", "prompts")
+        return cls(
+            prompts=prompts,
+            seed=_integer(settings, "seed", 0, 0),
+            domains=_choices(settings, "domains", DOMAINS),
+            tasks=_choices(settings, "tasks", tuple(TASKS)),
+            paraphrases=_integer(settings, "paraphrases", 2, 1),
+            profiles_per_tier=_integer(settings, "profiles_per_tier", 4, 1),
+            names_per_cell=_integer(settings, "names_per_cell", 5, 1),
+            bundles_per_type=design.bundle_sizes(settings.get("bundles_per_type", 24)),
+            replicates=_integer(settings, "replicates", 1, 1),
+            probe_bundles=_integer(settings, "probe_bundles", 24, 0),
+        )
+
+    def probed(self, bundle_type: str) -> int:
+        return min(self.probe_bundles, self.bundles_per_type[bundle_type])
+
+
+def expected_counts(settings: Mapping[str, Any]) -> dict[str, int]:
+    """The number of rows each task's table has in the design the settings describe."""
+    cfg = DesignSettings.of(settings)
+    cells = len(design.RACES) * len(design.GENDERS) * cfg.names_per_cell
+    crossed = len(cfg.domains) * len(design.TIERS) * cfg.profiles_per_tier * cells
+    per_domain = len(cfg.domains) * cfg.replicates
+    bundles = per_domain * sum(cfg.bundles_per_type.values())
+    probed = per_domain * sum(cfg.probed(t) for t in design.BUNDLE_TYPES)
+    rows = {"rate": crossed, "decide": crossed, "rank": bundles, "probe": probed}
+    return {task: rows[TASKS[task].format] * cfg.paraphrases for task in cfg.tasks}
+
+
+def task_answers(settings: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Each task's outcome kind and answer settings (checked by building the kind)."""
+    cfg = DesignSettings.of(settings)
+    resources = load_prompt_resources(cfg.prompts)
+    answers: dict[str, tuple[str, dict[str, Any]]] = {}
+    for task in cfg.tasks:
+        spec = TASKS[task]
+        if spec.probe is not None:
+            answers[task] = probes.probe_answer(resources, spec.probe)
+            continue
+        answer: dict[str, Any] = {"format": spec.mode}
+        if spec.format == "rate":
+            answer["scale"] = RATING_SCALE
+        if spec.format == "rank":
+            answer["candidates"] = list(resources.candidate_labels)
+        tool = resources.tools[spec.format]
+        if spec.mode == "tool":
+            answer |= {"tool_name": tool.name, "tool_description": tool.description}
+        if spec.mode != "text":
+            answer["argument_description"] = tool.argument_description
+        answers[task] = (spec.kind, answer)
+    for task, (kind, answer) in answers.items():
+        try:
+            get_kind(kind, answer)
+        except InputError as error:
+            raise InputError(resources.source, f"task {task}: {error}", "tools") from error
+    return answers
+
+
+def _paraphrases(resources: PromptResources, n: int) -> dict[str, tuple[str, ...]]:
+    chosen = {fmt: resources.paraphrases(fmt)[:n] for fmt in FORMATS}
+    short = [fmt for fmt, ids in chosen.items() if len(ids) < n]
+    if short:
+        raise InputError(
+            resources.source, f"fewer than {n} paraphrases", f"instructions.{short[0]}"
+        )
+    return chosen
+
+
+def _crossed(profiles: pl.DataFrame, name_pairs: pl.DataFrame, cfg: DesignSettings) -> pl.DataFrame:
+    """The first ``profiles_per_tier`` profiles (by id) of each domain and tier crossed with
+    the first ``names_per_cell`` name pairs (by rank) of each race and gender."""
+    chosen = (
+        profiles.filter(pl.col("domain").is_in(cfg.domains))
+        .sort("domain", "tier", "profile_id")
+        .group_by("domain", "tier", maintain_order=True)
+        .head(cfg.profiles_per_tier)
+        .select("domain", "profile_id", "tier", "title", "text")
+    )
+    names = (
+        name_pairs.sort("race", "gender", "name_rank", "pair_id")
+        .group_by("race", "gender", maintain_order=True)
+        .head(cfg.names_per_cell)
+        .select("pair_id", "race", "gender", "full_name")
+    )
+    return chosen.join(names, how="cross")
+
+
+def _single_table(
+    task: str, crossed: pl.DataFrame, resources: PromptResources, paraphrases: Sequence[str]
+) -> pl.DataFrame:
+    spec = TASKS[task]
+    rows = []
+    for paraphrase in paraphrases:
+        for r in crossed.iter_rows(named=True):
+            candidate = Candidate(r["full_name"], r["title"], r["text"])
+            text = render_single(
+                resources,
+                domain=r["domain"],
+                fmt=spec.format,
+                mode=spec.mode,
+                paraphrase=paraphrase,
+                candidate=candidate,
+            )
+            uid = stable_uid(task, r["domain"], paraphrase, r["profile_id"], r["pair_id"])
+            rows.append(
+                {
+                    **_scalars(task, r["domain"], paraphrase, text, uid),
+                    **{c: r.get(c) for c in CANDIDATE_COLUMNS},
+                    "group": f"{r['domain']}/{paraphrase}",
+                    "bundle_type": SINGLE,
+                    "position": 1,
+                }
+            )
+    return pl.DataFrame(rows, schema=SINGLE_PROMPT_SCHEMA)
+
+
+def _scalars(task: str, domain: str, paraphrase: str, text: str, uid: str) -> dict[str, Any]:
+    spec = TASKS[task]
+    return {
+        "prompt_uid": uid,
+        "task": task,
+        "text": text,
+        "study": STUDY,
+        "domain": domain,
+        "format": spec.format,
+        "mode": spec.mode,
+        "paraphrase": paraphrase,
+    }
+
+
+def _wide_bundles(bundles: pl.DataFrame, profiles: pl.DataFrame) -> list[dict[str, Any]]:
+    """One dict per bundle, per-candidate values as lists in position order."""
+    shown = bundles.sort("bundle_id", "position").join(
+        profiles.select("profile_id", "title", "text"), on="profile_id", how="left"
+    )
+    per_candidate = [*CANDIDATE_COLUMNS, "full_name", "title", "text"]
+    return (
+        shown.sort("domain", "bundle_type", "replicate", "bundle_index", "position")
+        .group_by("bundle_id", maintain_order=True)
+        .agg(
+            *(pl.col(c).first() for c in ("domain", "bundle_type", "replicate", "bundle_index")),
+            pl.col("attribute_kind").first(),
+            *(pl.col(c) for c in per_candidate),
+        )
+        .to_dicts()
+    )
+
+
+def _bundle_table(
+    task: str,
+    bundles: Sequence[Mapping[str, Any]],
+    resources: PromptResources,
+    paraphrases: Sequence[str],
+) -> pl.DataFrame:
+    spec = TASKS[task]
+    rows = []
+    for paraphrase in paraphrases:
+        for b in bundles:
+            candidates = [
+                Candidate(name, title, text, b["attribute_kind"], attribute)
+                for name, title, text, attribute in zip(
+                    b["full_name"], b["title"], b["text"], b["attribute"], strict=True
+                )
+            ]
+            mode = "text" if spec.probe else spec.mode
+            text = render_bundle(
+                resources,
+                domain=b["domain"],
+                mode=mode,
+                paraphrase=paraphrase,
+                candidates=candidates,
+            )
+            if spec.probe:
+                text = probes.render_probe(resources, spec.probe, text)
+            uid = stable_uid(task, paraphrase, b["bundle_id"])
+            row = {
+                **_scalars(task, b["domain"], paraphrase, text, uid),
+                **{c: b[c] for c in CANDIDATE_COLUMNS},
+                "group": "" if spec.probe else f"{b['domain']}/{paraphrase}",
+                **{c: b[c] for c in ("bundle_type", "bundle_id", "replicate", "attribute_kind")},
+            }
+            rows.append(row | ({"probe": spec.probe} if spec.probe else {}))
+    return pl.DataFrame(rows, schema=PROBE_PROMPT_SCHEMA if spec.probe else RANK_PROMPT_SCHEMA)
+
+
+def build_decision_prompts(
+    profiles: pl.DataFrame,
+    name_pairs: pl.DataFrame,
+    hobbies: Sequence[str],
+    neighbourhoods: Sequence[str],
+    settings: Mapping[str, Any],
+) -> dict[str, pl.DataFrame]:
+    """The prompt table of each task in ``settings["tasks"]`` (all of :data:`TASKS` by
+    default), in that order.
+
+    Rate and Decide cross the chosen profiles and name pairs (:class:`DesignSettings`);
+    bundles (:func:`cueaudit.decision.design.build_bundles`) draw on every profile of the
+    domain and every name pair, and must pass :func:`~cueaudit.decision.design.check_design`.
+    """
+    cfg = DesignSettings.of(settings)
+    resources = load_prompt_resources(cfg.prompts)
+    design.check_profiles(profiles)
+    design.check_name_pairs(name_pairs)
+    paraphrases = _paraphrases(resources, cfg.paraphrases)
+    tables: dict[str, pl.DataFrame] = {}
+    single = [t for t in cfg.tasks if TASKS[t].format in ("rate", "decide")]
+    if single:
+        crossed = _crossed(profiles, name_pairs, cfg)
+        for task in single:
+            tables[task] = _single_table(task, crossed, resources, paraphrases[TASKS[task].format])
+    if len(tables) < len(cfg.tasks):
+        bundles = design.build_bundles(
+            profiles,
+            name_pairs,
+            hobbies,
+            neighbourhoods,
+            domains=cfg.domains,
+            bundles_per_type=cfg.bundles_per_type,
+            replicates=cfg.replicates,
+            seed=cfg.seed,
+        )
+        design.check_design(bundles)
+        everything = _wide_bundles(bundles, profiles)
+        probed = _wide_bundles(probes.select_probe_bundles(bundles, cfg.probe_bundles), profiles)
+        for task in cfg.tasks:
+            if task not in tables:
+                wide = probed if TASKS[task].probe else everything
+                tables[task] = _bundle_table(task, wide, resources, paraphrases["rank"])
+    for task, table in tables.items():
+        if table["prompt_uid"].n_unique() < table.height:
+            raise InputError("decision prompts", f"{task}: repeated prompt ids", "prompt_uid")
+    return {task: tables[task] for task in cfg.tasks}
+
+
+def explode_candidates(table: pl.DataFrame) -> pl.DataFrame:
+    """A ranking or probe table with one row per candidate (``position`` 1-4 = A-D)."""
+    return table.explode(list(CANDIDATE_COLUMNS))
