@@ -92,7 +92,7 @@ def test_schemas_and_design_columns(full: dict[str, pl.DataFrame]) -> None:
         f"{d}/{p}" for d in ("hiring", "lending", "triage") for p in ("p1", "p2")
     }
     rank = full["decision_rank_tool"]
-    assert all(len(p) == 4 for p in rank["position"].to_list())
+    assert all(len(p) == 4 for p in rank["candidates_position"].to_list())
     assert set(full["decision_probe_free"]["probe"]) == {"free"}
     assert set(full["decision_probe_free"]["group"]) == {""}
 
@@ -131,7 +131,7 @@ def test_bundle_uids_follow_content_and_seed() -> None:
     renamed = make_pairs().with_columns(full_name=pl.col("full_name") + " Jr")
     # names are looked up by pair, so new spellings change texts, not the bundle design
     again = build(ranks, pairs=renamed)["decision_rank_text"]
-    assert again["pair_id"].equals(first["pair_id"])
+    assert again["candidates_pair_id"].equals(first["candidates_pair_id"])
 
 
 def test_names_appear_the_same_way_in_every_format(full: dict[str, pl.DataFrame]) -> None:
@@ -148,9 +148,9 @@ def test_names_appear_the_same_way_in_every_format(full: dict[str, pl.DataFrame]
     # candidates A-D in the order of the position lists
     starts = [
         triage["text"].index(f"Candidate {label}\nPatient: {names[pair]}\n")
-        for label, pair in zip("ABCD", triage["pair_id"], strict=True)
+        for label, pair in zip("ABCD", triage["candidates_pair_id"], strict=True)
     ]
-    assert starts == sorted(starts) and triage["position"] == [1, 2, 3, 4]
+    assert starts == sorted(starts) and triage["candidates_position"] == [1, 2, 3, 4]
     assert "Applicant:" not in triage["text"]
 
 
@@ -161,7 +161,7 @@ def test_attribute_lines_only_in_irrelevant_bundles(full: dict[str, pl.DataFrame
         assert shown == (row["bundle_type"] == "irrelevant_matched")
         if shown:
             label = "Hobby" if row["attribute_kind"] == "hobby" else "Neighbourhood"
-            for value in row["attribute"]:
+            for value in row["candidates_attribute"]:
                 assert f"\n{label}: {value}\n" in row["text"]
 
 
@@ -244,7 +244,9 @@ def test_free_probe_rules(answer: str, category: str) -> None:
 def test_rank_tables_keep_the_balance(full: dict[str, pl.DataFrame]) -> None:
     rank = full["decision_rank_json"].filter(pl.col("paraphrase") == "p1")
     disguised = rank.filter(pl.col("bundle_type") == "disguised_demographic")
-    tests = check_composition(disguised, against=("tier", "position"), by=("domain",), exact=True)
+    tests = check_composition(
+        explode_candidates(disguised), against=("tier", "position"), by=("domain",), exact=True
+    )
     assert len(tests) == 6 and all(t.n == 24 * 4 for t in tests)
     long = explode_candidates(rank)
     assert long.height == 4 * rank.height and set(CANDIDATE_COLUMNS) <= set(long.columns)

@@ -17,7 +17,8 @@ decision_probe_free      probe    text  (the same probed bundles)
 Every table has the shared columns ``prompt_uid, task, text, group`` (``group``: domain and
 paraphrase, whose instruction all its prompts start with; empty for probes) and the design
 columns of :data:`SINGLE_PROMPT_SCHEMA`. Ranking and probe tables hold one row per bundle
-prompt: the per-candidate columns (:data:`CANDIDATE_COLUMNS`) are lists in the order shown
+prompt: the per-candidate columns (:data:`CANDIDATE_COLUMNS`, named ``candidates_<column>``)
+are lists in the order shown
 (A-D), so ``explode_candidates`` gives one row per candidate beside the parsed ``ranks``.
 Single-profile rows have ``bundle_type`` "single", no bundle and position 1.
 
@@ -95,11 +96,20 @@ CANDIDATE_COLUMNS: Final = {
         *("race", "gender", "attribute", "pseudo_race"),
     )
 }
+
+
+def listed(column: str) -> str:
+    """The name of a per-candidate list column in ranking and probe tables (``candidates_race``
+    beside the single-profile tables' scalar ``race``, so every prompt table of every study
+    can be read as one table by column name)."""
+    return f"candidates_{column}"
+
+
 SINGLE_PROMPT_SCHEMA: Final = {**_SHARED, **_SCALARS, **CANDIDATE_COLUMNS}
 RANK_PROMPT_SCHEMA: Final = {
     **_SHARED,
     **_SCALARS,
-    **{c: pl.List(t) for c, t in CANDIDATE_COLUMNS.items()},
+    **{listed(c): pl.List(t) for c, t in CANDIDATE_COLUMNS.items()},
 }
 PROBE_PROMPT_SCHEMA: Final = {**RANK_PROMPT_SCHEMA, "probe": pl.String}
 
@@ -323,7 +333,7 @@ def _bundle_table(
             uid = stable_uid(task, paraphrase, b["bundle_id"])
             row = {
                 **_scalars(task, b["domain"], paraphrase, text, uid),
-                **{c: b[c] for c in CANDIDATE_COLUMNS},
+                **{listed(c): b[c] for c in CANDIDATE_COLUMNS},
                 "group": "" if spec.probe else f"{b['domain']}/{paraphrase}",
                 **{c: b[c] for c in ("bundle_type", "bundle_id", "replicate", "attribute_kind")},
             }
@@ -382,4 +392,5 @@ def build_decision_prompts(
 
 def explode_candidates(table: pl.DataFrame) -> pl.DataFrame:
     """A ranking or probe table with one row per candidate (``position`` 1-4 = A-D)."""
-    return table.explode(list(CANDIDATE_COLUMNS))
+    columns = {listed(c): c for c in CANDIDATE_COLUMNS}
+    return table.explode(list(columns)).rename(columns)
