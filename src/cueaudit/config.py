@@ -59,7 +59,7 @@ def validate_config(config: MutableMapping[str, Any], schema_path: str | Path) -
 
 
 #: Study blocks of the config; a study runs when its block is present.
-STUDIES = ("probing",)
+STUDIES = ("probing", "decision")
 
 
 def _semantic_problems(config: Mapping[str, Any]) -> Iterator[str]:
@@ -89,6 +89,14 @@ def check_input_files(config: Mapping[str, Any], base_dir: str | Path = ".") -> 
 def _resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     for task, spec in (config.get("probing") or {}).get("tasks", {}).items():
         yield f"probing.tasks.{task}.base_prompts", spec["base_prompts"]
+    decision = config.get("decision") or {}
+    for key in ("profiles", "name_pairs", "hobbies", "neighbourhoods", "demographic_terms"):
+        if key in decision:
+            yield f"decision.{key}", decision[key]
+    if "preregistration" in decision:
+        yield "decision.preregistration", decision["preregistration"]
+    if "prompts" in decision.get("design", {}):
+        yield "decision.design.prompts", decision["design"]["prompts"]
     cues = config.get("cues", {})
     names = cues.get("names")
     if names:

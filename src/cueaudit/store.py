@@ -116,6 +116,7 @@ def _parse_rates_sql(con: duckdb.DuckDBPyConnection, groups: ParseRateGroups) ->
         return f"o.{column}" if column in outcome_columns else f"CAST(NULL AS {cast})"
 
     answer, label = optional("answer", "DOUBLE"), optional("answer_label", "VARCHAR")
+    ranks = optional("ranks", "BIGINT[]")
     names = ", ".join(map(_literal, groups.tasks or ()))
     tasks = (
         "TRUE" if groups.tasks is None else f"list_contains(CAST([{names}] AS VARCHAR[]), o.task)"
@@ -123,7 +124,8 @@ def _parse_rates_sql(con: duckdb.DuckDBPyConnection, groups: ParseRateGroups) ->
     return f"""
         WITH joined AS (
             SELECT {", ".join(f"{s} AS {_ident(k)}" for s, k in zip(selected, keys, strict=True))},
-                   CASE WHEN {answer} IS NOT NULL OR {label} IS NOT NULL THEN 1 END AS answer,
+                   CASE WHEN {answer} IS NOT NULL OR {label} IS NOT NULL OR {ranks} IS NOT NULL
+                        THEN 1 END AS answer,
                    {optional("parse_error", "VARCHAR")} AS parse_error,
                    {optional("p_affirmative", "DOUBLE")} AS p_affirmative
             FROM outcomes o JOIN prompts p USING (prompt_uid, task)
@@ -157,8 +159,8 @@ def parse_rates(
     con: duckdb.DuckDBPyConnection, groups: ParseRateGroups = ParseRateGroups()
 ) -> pl.DataFrame:
     """Parse rate of the answers per group of ``groups``, with the most frequent
-    ``parse_error``. An answer counts as parsed when it has an ``answer`` or an
-    ``answer_label``; ``n_probability`` counts the answers with a ``p_affirmative``."""
+    ``parse_error``. An answer counts as parsed when it has an ``answer``, an
+    ``answer_label`` or ``ranks``; ``n_probability`` counts the answers with a ``p_affirmative``."""
     rates: pl.DataFrame = con.sql(_parse_rates_sql(con, groups)).pl()
     return rates
 

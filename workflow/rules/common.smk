@@ -216,6 +216,11 @@ def dialog_settings():
     return config_slice(dialog_config(), "n_clusters", "seed")
 
 
+def study_outputs():
+    """The default target: every study's outputs (each study defines <study>_outputs)."""
+    return [path for study in STUDIES for path in globals()[f"{study}_outputs"]()]
+
+
 def database_inputs():
     return {
         "prompts": all_prompt_tables(),

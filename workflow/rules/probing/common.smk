@@ -126,8 +126,6 @@ def probing_tables():
 
 
 def probing_outputs():
-    if not study_enabled("probing"):
-        return []
     return [
         "results/cueaudit.duckdb",
         "results/tables/parse_rates.csv",

@@ -19,3 +19,9 @@ rule export_replication:
         runtime=60,
     script:
         "../../scripts/export_replication.py"
+
+
+# `snakemake probing`: this study alone.
+rule probing:
+    input:
+        probing_outputs(),
