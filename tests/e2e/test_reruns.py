@@ -119,9 +119,7 @@ def test_new_seed_runs_only_its_inference(workdir: Path, run_snakemake: Snakemak
 def test_analysis_parameter_reruns_no_inference(
     workdir: Path, run_snakemake: SnakemakeRunner
 ) -> None:
-    extra = override(
-        workdir, "analysis", {"probing": {"analysis": {"bootstrap_replicates": 300}}}
-    )
+    extra = override(workdir, "analysis", {"probing": {"analysis": {"bootstrap_replicates": 300}}})
     plan = planned_jobs(run_snakemake(workdir, "--dry-run", "--configfile", str(extra)).stdout)
     rules = {rule for rule, _ in plan}
     # only the bootstrapped tables (and what reads them) depend on the replicate count
