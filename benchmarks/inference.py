@@ -37,11 +37,11 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from cueaudit.expansion import EXPLICIT_TEMPLATE, NAME_TEMPLATE, prompt_uid  # noqa: E402
 from cueaudit.inference.core import Decoding, Request  # noqa: E402
 from cueaudit.inference.hf import HFEngine  # noqa: E402
 from cueaudit.models import prepare_model  # noqa: E402
 from cueaudit.parsing import parse_answers  # noqa: E402
+from cueaudit.probing.expansion import EXPLICIT_TEMPLATE, NAME_TEMPLATE, prompt_uid  # noqa: E402
 
 TASKS = {"healthcare": ("binary", 8), "legal": ("binary", 8), "salary": ("usd", 16)}
 SPEC = {

@@ -1,21 +1,22 @@
-"""The HF engine on the real packaged SmolLM2: invariance, shared prefixes, options."""
+"""The HF engine on the real packaged SmolLM2: invariance, shared prefixes, option scores."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 import torch
 
 from cueaudit.errors import InputError
-from cueaudit.inference.core import Decoding, Request
+from cueaudit.inference.core import AnswerSpec, Decoding, Option, Request
 from cueaudit.inference.hf import HFEngine, check_quantization
 from cueaudit.inference.sampling import (
     SamplingParams,
     filtered_probs,
-    prompt_uniforms,
     sample_tokens,
 )
+from cueaudit.inference.seeding import prompt_uniforms
 from cueaudit.models import prepare_model
 from tests.helpers.inference import BASES, DIALOG, prompt_table
 
@@ -25,13 +26,31 @@ SPEC = {
     "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
     "dtype": "float32",
 }
+YES_NO = (Option("Yes", ("Yes", "yes", "YES")), Option("No", ("No", "no", "NO")))
+LIKERT = tuple(Option(str(k), (str(k),)) for k in range(1, 6))
+RACE = (
+    Option("Black", ("Black", "black")),
+    Option("White", ("White", "white")),
+    Option("Unknown", ("Unknown", "unknown")),
+    # Every form above is one token on this tokenizer; these are two and five tokens long.
+    Option("Not sure", ("Not sure", "not sure")),
+    Option("Declined", ("Prefer not to say",)),
+)
+_PREPARED: dict[str, Path] = {}
+
+
+def prepared_model(factory: pytest.TempPathFactory) -> Path:
+    """The packaged SmolLM2 as a transformers folder, prepared once per test session."""
+    if "smollm2" not in _PREPARED:
+        out = factory.mktemp("model") / "smollm2-135m"
+        prepare_model("smollm2-135m", SPEC, out)
+        _PREPARED["smollm2"] = out
+    return _PREPARED["smollm2"]
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("model") / "smollm2-135m"
-    prepare_model("smollm2-135m", SPEC, out)
-    return out
+    return prepared_model(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +59,10 @@ def engine(model_dir: Path) -> HFEngine:
     return HFEngine(str(model_dir), prefix_min_tokens=16)
 
 
-def requests(seed: int = 0) -> list[Request]:
+def requests(seed: int = 0, options: tuple[Option, ...] = YES_NO) -> list[Request]:
     table = prompt_table(n_names=5)
     return [
-        Request(uid, text, seed, group=f"{cue}\x1f{value}")
+        Request(uid, text, seed, group=f"{cue}\x1f{value}", answer=AnswerSpec(options=options))
         for uid, text, cue, value in table.select(
             "prompt_uid", "text", "cue", "cue_value"
         ).iter_rows()
@@ -52,10 +71,50 @@ def requests(seed: int = 0) -> list[Request]:
 
 def run(engine: HFEngine, reqs: list[Request], decoding: Decoding) -> dict[str, tuple]:
     return {
-        r.uid: (g.completion, g.completion_tokens, g.finish_reason, g.p_yes, g.p_no)
+        r.uid: (g.completion, g.completion_tokens, g.finish_reason, g.option_logprobs)
         for batch in engine.generate(reqs, decoding)
         for r, g in batch
     }
+
+
+def prompt_ids(engine: HFEngine, request: Request) -> list[int]:
+    rendered = engine.render(request.text, request.answer)
+    return list(engine.tokenizer(rendered, add_special_tokens=False).input_ids)
+
+
+def direct_logprobs(engine: HFEngine, request: Request, forms: list[str]) -> list[float]:
+    """log P(form | prompt) of each form, from one plain forward pass with no cache.
+
+    The sequences prompt + form are right-padded into one batch: a causal model's logits at
+    the real positions do not see the padding.
+    """
+    prompt = prompt_ids(engine, request)
+    tails = [engine.tokenizer.encode(f, add_special_tokens=False) for f in forms]
+    width = len(prompt) + max(len(t) for t in tails)
+    ids = torch.full((len(forms), width), engine.pad_id, dtype=torch.long)
+    mask = torch.zeros((len(forms), width), dtype=torch.long)
+    for j, tail in enumerate(tails):
+        ids[j, : len(prompt) + len(tail)] = torch.tensor(prompt + tail)
+        mask[j, : len(prompt) + len(tail)] = 1
+    with torch.inference_mode():
+        logits = engine.model(ids, attention_mask=mask, use_cache=False).logits
+    logprobs = logits.double().log_softmax(-1)
+    return [
+        sum(float(logprobs[j, len(prompt) - 1 + k, t]) for k, t in enumerate(tail))
+        for j, tail in enumerate(tails)
+    ]
+
+
+def direct_logprob(engine: HFEngine, request: Request, form: str) -> float:
+    return direct_logprobs(engine, request, [form])[0]
+
+
+def assert_scores_match_direct(engine: HFEngine, request: Request, scores: dict) -> None:
+    forms = [f for o in request.answer.options for f in o.forms]
+    direct = dict(zip(forms, direct_logprobs(engine, request, forms), strict=True))
+    for option in request.answer.options:
+        want = math.log(sum(math.exp(direct[f]) for f in option.forms))
+        assert scores[option.key()] == pytest.approx(want, rel=1e-4)
 
 
 def test_outputs_identical_at_batch_sizes_1_7_32(engine: HFEngine) -> None:
@@ -68,15 +127,96 @@ def test_outputs_identical_at_batch_sizes_1_7_32(engine: HFEngine) -> None:
         outputs[size] = run(engine, reqs if size != 7 else reqs[::-1], decoding)
     engine.max_batch_size = 64
     for size in (7, 32):
-        for uid, (text, n, reason, p_yes, p_no) in outputs[1].items():
+        for uid, (text, n, reason, scores) in outputs[1].items():
             other = outputs[size][uid]
             assert other[:3] == (text, n, reason)
-            assert other[3] == pytest.approx(p_yes, abs=1e-5)
-            assert other[4] == pytest.approx(p_no, abs=1e-5)
+            assert set(other[3]) == set(scores) == {"Yes|yes|YES", "No|no|NO"}
+            for key, logprob in scores.items():
+                assert math.exp(other[3][key]) == pytest.approx(math.exp(logprob), abs=1e-5)
     # Not a constant: different prompts and different seeds give different samples.
     assert len({v[0] for v in outputs[32].values()}) > 10
     reseeded = run(engine, requests(seed=1), decoding)
     assert sum(reseeded[u][0] != outputs[32][u][0] for u in reseeded) > 10
+
+
+def test_yes_no_scores_are_the_old_first_step_probabilities(
+    engine: HFEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Single-token forms score as the old P(Yes)/P(No): summed first-step probabilities.
+
+    The old engine summed the probabilities of each form's first token, from the first
+    decoding step's logits (captured here). "YES" is two tokens ("Y", "ES"): the old engine
+    counted all of P("Y"), the full continuation is P("Y") · P("ES" | "Y").
+    """
+    forms = ["No", "no", "NO", "Y", "YES"]
+    assert all(len(engine.form_ids(f)) == 1 for f in ("Yes", "yes", "No", "no", "NO"))
+    assert len(engine.form_ids("YES")) == 2
+    first_ids = {f: engine.form_ids(f)[0] for f in ("Yes", "yes", "YES", "No", "no", "NO")}
+    assert engine.form_ids("Y") == [first_ids["YES"]]
+    captured: dict[str, torch.Tensor] = {}
+    real = engine._option_scores
+
+    def spy(rows, state):  # type: ignore[no-untyped-def]
+        for row, logits in zip(rows, state.logits, strict=True):
+            captured[row.request.uid] = logits.softmax(-1)
+        return real(rows, state)
+
+    monkeypatch.setattr(engine, "_option_scores", spy)
+    reqs = requests()[::4]
+    got = run(engine, reqs, Decoding(max_new_tokens=1))
+    for r in reqs:
+        first = captured[r.uid]
+        old_yes, old_no = (float(sum(first[first_ids[f]] for f in o.forms)) for o in YES_NO)
+        p_yes, p_no = (math.exp(got[r.uid][3][o.key()]) for o in YES_NO)
+        assert p_no == pytest.approx(old_no, rel=1e-12)
+        # One plain forward pass of the whole prompt (float32 sums: ~1e-5 apart).
+        direct = dict(zip(forms, map(math.exp, direct_logprobs(engine, r, forms)), strict=True))
+        assert p_no == pytest.approx(direct["No"] + direct["no"] + direct["NO"], rel=1e-4)
+        p_es_after_y = direct["YES"] / direct["Y"]
+        assert 0 < p_es_after_y < 1
+        p_y = float(first[first_ids["YES"]])
+        assert p_yes == pytest.approx(old_yes - p_y * (1 - p_es_after_y), rel=1e-5)
+
+
+@pytest.mark.parametrize("options", [LIKERT, RACE], ids=["likert", "race"])
+def test_option_scores_are_full_continuation_likelihoods(
+    engine: HFEngine, options: tuple[Option, ...]
+) -> None:
+    # Rows of different prefixes (dialog histories, names, none) and of other option sets
+    # share the batches: left-padded caches, right-padded forms.
+    reqs = requests(options=options)[::7] + requests(options=YES_NO)[25::4]
+    fed = engine.stats.form_tokens
+    got = run(engine, reqs, Decoding(max_new_tokens=3))
+    multi = [f for o in options for f in o.forms if len(engine.form_ids(f)) > 1]
+    assert (multi != []) == (options is RACE)
+    # "YES" (two tokens) of the Yes/No rows, plus "Not sure" and "Prefer not to say".
+    per_row = {id(YES_NO): 1, id(RACE): 1 + 1 + 4}
+    want = sum(per_row.get(id(r.answer.options), 0) for r in reqs)
+    assert engine.stats.form_tokens - fed == want
+    for r in reqs:
+        scores = got[r.uid][3]
+        assert set(scores) == {o.key() for o in r.answer.options}
+        probs = [math.exp(v) for v in scores.values()]
+        assert all(0 < p < 1 for p in probs)
+        total = sum(probs)
+        assert sum(p / total for p in probs) == pytest.approx(1.0, abs=1e-12)
+        assert_scores_match_direct(engine, r, scores)
+
+
+def test_score_equals_the_scores_of_generate(engine: HFEngine) -> None:
+    reqs = requests(options=RACE)[::4] + requests(options=YES_NO)[2::4]
+    generated = run(engine, reqs, Decoding(max_new_tokens=4))
+    steps = engine.stats.decode_steps
+    scored = {r.uid: s for batch in engine.score(reqs) for r, s in batch}
+    assert engine.stats.decode_steps == steps  # nothing was sampled
+    assert set(scored) == set(generated)
+    for uid, scores in scored.items():
+        assert scores == pytest.approx(generated[uid][3], rel=1e-9)
+    plain = [Request("plain", BASES[0], 0)]
+    assert [s for batch in engine.score(plain) for _, s in batch] == [{}]
+    assert (
+        next(iter(engine.generate(plain, Decoding(max_new_tokens=1))))[0][1].option_logprobs is None
+    )
 
 
 def test_shared_prefix_gives_the_full_forward_probabilities(engine: HFEngine) -> None:
@@ -85,12 +225,8 @@ def test_shared_prefix_gives_the_full_forward_probabilities(engine: HFEngine) ->
     got = run(engine, reqs, Decoding(max_new_tokens=1))
     full_tokens = 0
     for r in reqs:
-        ids = engine.tokenizer(engine.render(r.text), add_special_tokens=False, return_tensors="pt")
-        full_tokens += ids.input_ids.shape[1]
-        with torch.inference_mode():
-            probs = engine.model(ids.input_ids).logits[0, -1].double().softmax(-1)
-        assert got[r.uid][3] == pytest.approx(float(probs[engine.yes_ids].sum()), rel=1e-4)
-        assert got[r.uid][4] == pytest.approx(float(probs[engine.no_ids].sum()), rel=1e-4)
+        full_tokens += len(prompt_ids(engine, r))
+        assert_scores_match_direct(engine, r, got[r.uid][3])
     # The dialog history and the chat header were computed once, not once per prompt.
     assert engine.stats.prefill_tokens < 0.6 * full_tokens
 
@@ -104,6 +240,7 @@ def test_rows_of_different_prefixes_share_a_batch(engine: HFEngine) -> None:
             f"[history {k}] " + history[: 200 + 80 * k] + "\nUSER: " + base,
             0,
             group=f"h{k}",
+            answer=AnswerSpec(options=RACE if b == 1 else YES_NO),
         )
         for k in range(3)
         for b, base in enumerate(BASES[:3])
@@ -123,11 +260,8 @@ def test_rows_of_different_prefixes_share_a_batch(engine: HFEngine) -> None:
     engine._append_in_place = True
     for r in reqs:
         assert mixed[r.uid][:3] == alone[r.uid][:3] == concatenated[r.uid][:3]
-        ids = engine.tokenizer(engine.render(r.text), add_special_tokens=False, return_tensors="pt")
-        with torch.inference_mode():
-            probs = engine.model(ids.input_ids).logits[0, -1].double().softmax(-1)
-        assert mixed[r.uid][3] == pytest.approx(float(probs[engine.yes_ids].sum()), rel=1e-4)
-        assert mixed[r.uid][4] == pytest.approx(float(probs[engine.no_ids].sum()), rel=1e-4)
+        assert concatenated[r.uid][3] == pytest.approx(mixed[r.uid][3], rel=1e-4)
+        assert_scores_match_direct(engine, r, mixed[r.uid][3])
 
 
 def test_finished_rows_leave_the_batch_and_budget_cuts_batches(engine: HFEngine) -> None:
@@ -164,7 +298,18 @@ def test_out_of_memory_backs_off_with_identical_outputs(
     got = run(engine, reqs, decoding)
     assert engine.stats.oom_backoffs > before
     assert {k: v[:3] for k, v in got.items()} == {k: v[:3] for k, v in expected.items()}
+    for uid, (*_, scores) in got.items():
+        assert scores == pytest.approx(expected[uid][3], rel=1e-4)
     engine.token_budget = budget
+
+
+def test_from_spec_reads_the_manifest_and_the_model_block(model_dir: Path) -> None:
+    manifest = {"model_id": "sha256:abc", "resolved_path": str(model_dir)}
+    spec = {"dtype": "float32", "device": "cpu", "batch_size": 7, "prefix_min_tokens": 5}
+    built = HFEngine.from_spec(manifest, {**SPEC, **spec, "token_budget": 999})
+    assert (built.model_id, built.max_batch_size, built.prefix_min_tokens) == ("sha256:abc", 7, 5)
+    assert built.device == "cpu" and built._requested_budget == 999
+    assert built.identity()["model"] == "sha256:abc" and built._model is None
 
 
 def test_quantization_on_cpu_is_a_clear_error(model_dir: Path) -> None:

@@ -243,18 +243,39 @@ class Backend(Protocol):
         ...
 
 
+#: How tools reach a model whose chat template ignores ``tools`` (SmolLM2's does): one system
+#: turn, in place of the template's default system prompt, listing each tool's chat-completions
+#: entry as canonical JSON, one per line.
+TOOLS_SYSTEM_TURN: Final = (
+    "You can call the following tools. Each line describes one tool as JSON: its name, what it "
+    "does and the JSON schema of its arguments.\n{tools}\n"
+    "To call a tool, answer with its arguments as one JSON object."
+)
+
+
 def render_user_turn(tokenizer: Any, text: str, tools: Iterable[Tool] = ()) -> str:
     """The prompt as one user turn in the model's chat template, ready for the answer.
 
-    Tools go through the template's own ``tools`` variable; without tools the rendering is the
-    one every cached answer was keyed on.
+    Tools go through the template's own ``tools`` variable; a template that renders the same
+    text with and without them gets them as a system turn (:data:`TOOLS_SYSTEM_TURN`). Without
+    tools the rendering is the one every cached answer was keyed on.
     """
     listed = [t.openai() for t in tools]
-    kwargs: dict[str, Any] = {"tools": listed} if listed else {}
+    messages = [{"role": "user", "content": text}]
     rendered: str = tokenizer.apply_chat_template(
-        [{"role": "user", "content": text}],
+        messages, tokenize=False, add_generation_prompt=True
+    )
+    if not listed:
+        return rendered
+    with_tools: str = tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, tools=listed
+    )
+    if with_tools != rendered:
+        return with_tools
+    system = TOOLS_SYSTEM_TURN.format(tools="\n".join(canonical_json(t) for t in listed))
+    fallback: str = tokenizer.apply_chat_template(
+        [{"role": "system", "content": system}, *messages],
         tokenize=False,
         add_generation_prompt=True,
-        **kwargs,
     )
-    return rendered
+    return fallback

@@ -16,37 +16,54 @@ How a shard is computed:
 4. Decoding is a plain loop over the model's forward pass with the key/value cache. Each row
    draws its tokens from its own random stream (cueaudit.inference.sampling), so outputs do not
    depend on the batch; rows that reach end of sequence leave the batch at once.
-5. P(Yes) and P(No) are read from the first decoding step of the same forward pass.
+5. Option scores (``AnswerSpec.options``) come from the same prefill: a single-token form's
+   log-probability from the first decoding step's logits, a multi-token form's by feeding its
+   tokens on a copy of the row's cache before decoding goes on. :meth:`HFEngine.score` runs
+   the prefill alone.
+6. A request with a JSON schema (or a forced tool) decodes under a grammar
+   (cueaudit.inference.constrained): its row's disallowed tokens are masked before the
+   sampling filters, and the row stops when the grammar is complete. Constrained and free
+   rows share batches.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from cueaudit.errors import InputError
-from cueaudit.inference.core import Decoding, Generation, Request, render_user_turn
+from cueaudit.inference.constrained import Grammars, GuidanceGrammars, Matcher, mask_logits
+from cueaudit.inference.core import (
+    PLAIN_TEXT,
+    AnswerSpec,
+    Decoding,
+    Generation,
+    Request,
+    ToolCall,
+    render_user_turn,
+)
 from cueaudit.inference.sampling import (
     SAMPLER_VERSION,
     SamplingParams,
     filtered_probs,
-    prompt_uniforms,
     sample_tokens,
 )
+from cueaudit.inference.seeding import prompt_uniforms
 from cueaudit.models import offline_hub
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
-AFFIRMATIVE = ("Yes", "yes", "YES")
-NEGATIVE = ("No", "no", "NO")
 QUANTIZATIONS = ("none", "8bit", "4bit")
 
 
@@ -86,6 +103,7 @@ class EngineStats:
     decode_steps: int = 0
     oom_backoffs: int = 0
     budgets: list[int] = field(default_factory=list)
+    form_tokens: int = 0  # tokens of multi-token option forms fed on copied caches
 
     @property
     def prefill_tokens(self) -> int:
@@ -125,6 +143,16 @@ class _Window:
     @property
     def width(self) -> int:
         return max(len(prefix.ids) for prefix in self.prefixes)
+
+
+@dataclass
+class _Prefill:
+    """A batch right after its prompts were prefilled."""
+
+    logits: torch.Tensor  # [rows, vocab] float64: the first decoding step's logits
+    cache: Any  # the batch's key/value cache, which decoding extends
+    mask: torch.Tensor  # [rows, cached slots] attention mask (CPU)
+    next_pos: torch.Tensor  # [rows] position of each row's first new token
 
 
 class _AppendLayer(DynamicLayer):
@@ -190,6 +218,8 @@ class HFEngine:
     """A causal language model with its chat template, decoding with shared prefixes."""
 
     name = "hf"
+    scores_options = True
+    flush_every_batch = False
 
     def __init__(
         self,
@@ -235,12 +265,34 @@ class HFEngine:
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.tokenizer.eos_token_id
-        self.yes_ids = self._first_token_ids(AFFIRMATIVE)
-        self.no_ids = self._first_token_ids(NEGATIVE)
+        self._form_ids: dict[str, list[int]] = {}
+        self._grammars: Grammars | None = None
         self._model: Any = None
         self.token_budget = 0
         self.stop_ids: set[int] = set()
         self.stats = EngineStats()
+
+    @classmethod
+    def from_spec(
+        cls, manifest: Mapping[str, Any], spec: Mapping[str, Any], state_dir: Path | None = None
+    ) -> HFEngine:
+        """The engine of a prepared model (its manifest) and the config's model block.
+
+        ``state_dir`` is accepted for the runner's common signature; this engine keeps no state
+        between runs.
+        """
+        return cls(
+            str(manifest["resolved_path"]),
+            model_id=manifest["model_id"],
+            dtype=spec.get("dtype", "float32"),
+            device=spec.get("device", "auto"),
+            quantization=spec.get("quantization", "none"),
+            compile=spec.get("compile", False),
+            attn_implementation=spec.get("attn_implementation"),
+            token_budget=spec.get("token_budget", "auto"),
+            max_batch_size=spec.get("batch_size", 64),
+            prefix_min_tokens=spec.get("prefix_min_tokens", 32),
+        )
 
     @property
     def model(self) -> Any:
@@ -274,8 +326,28 @@ class HFEngine:
                 stops.update(source)
         return stops
 
-    def _first_token_ids(self, words: Sequence[str]) -> list[int]:
-        return sorted({self.tokenizer.encode(w, add_special_tokens=False)[0] for w in words})
+    def form_ids(self, form: str) -> list[int]:
+        """The tokens of an option's surface form as it follows the generation prompt."""
+        ids = self._form_ids.get(form)
+        if ids is None:
+            ids = list(self.tokenizer.encode(form, add_special_tokens=False))
+            if not ids:
+                raise InputError("config", f"option form {form!r} has no tokens", "options")
+            self._form_ids[form] = ids
+        return ids
+
+    @property
+    def grammars(self) -> Grammars:
+        """The grammar compiler of constrained requests, built on first use."""
+        if self._grammars is None:
+            head = self.model.get_output_embeddings()
+            vocab = int(getattr(head, "out_features", None) or head.weight.shape[0])
+            self._grammars = GuidanceGrammars(self.tokenizer, vocab, sorted(self.stop_ids))
+        return self._grammars
+
+    @grammars.setter
+    def grammars(self, grammars: Grammars) -> None:
+        self._grammars = grammars
 
     def _initial_budget(self, token_budget: int | str) -> int:
         if token_budget != "auto":
@@ -301,8 +373,8 @@ class HFEngine:
             "sampler": SAMPLER_VERSION,
         }
 
-    def render(self, text: str) -> str:
-        return render_user_turn(self.tokenizer, text)
+    def render(self, text: str, answer: AnswerSpec = PLAIN_TEXT) -> str:
+        return render_user_turn(self.tokenizer, text, answer.tools)
 
     # -- planning ---------------------------------------------------------------------------
 
@@ -321,7 +393,7 @@ class HFEngine:
         if not requests:
             return _Prefix([]), []
         _ = self.model  # sets the token budget
-        texts = [self.render(r.text) for r in requests]
+        texts = [self.render(r.text, r.answer) for r in requests]
         encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
         ids_of = [list(ids) for ids in encoded]
         # Every row keeps at least one token out of any prefix, so it has logits to sample.
@@ -404,7 +476,30 @@ class HFEngine:
     def generate(
         self, requests: Iterable[Request], decoding: Decoding
     ) -> Iterator[list[tuple[Request, Generation]]]:
-        header, windows = self.plan(list(requests), decoding)
+        yield from self._answer(
+            list(requests), decoding, lambda window, rows: self._run_batch(window, rows, decoding)
+        )
+
+    def score(
+        self, requests: Iterable[Request]
+    ) -> Iterator[list[tuple[Request, dict[str, float]]]]:
+        """Option log-probabilities from a prefill of each prompt, with nothing sampled."""
+        todo = list(requests)
+        longest = max(
+            (len(self.form_ids(f)) for r in todo for o in r.answer.options for f in o.forms),
+            default=1,
+        )
+        # Batches are cut as if the longest form were generated: its tokens take cache slots.
+        yield from self._answer(todo, Decoding(max_new_tokens=longest), self._score_batch)
+
+    def _answer(
+        self,
+        requests: list[Request],
+        decoding: Decoding,
+        run: Callable[[_Window, list[_Row]], list[_T]],
+    ) -> Iterator[list[_T]]:
+        """Run the planned batches window by window; on CUDA OOM halve the budget and retry."""
+        header, windows = self.plan(requests, decoding)
         if windows:
             self._compute_prefix(header, None)
         for window in windows:
@@ -413,7 +508,7 @@ class HFEngine:
             while pending:
                 batch = pending.pop(0)
                 try:
-                    results = self._run_batch(window, batch, decoding)
+                    results = run(window, batch)
                 except torch.cuda.OutOfMemoryError:
                     if len(batch) == 1:
                         raise
@@ -511,10 +606,8 @@ class HFEngine:
         return cache
 
     @torch.inference_mode()
-    def _run_batch(
-        self, window: _Window, rows: list[_Row], decoding: Decoding
-    ) -> list[tuple[Request, Generation]]:
-        tick = time.perf_counter()
+    def _prefill(self, window: _Window, rows: list[_Row], new_tokens: int) -> _Prefill:
+        """Prefill the rows' suffixes on their prefixes' caches (left-padded to one width)."""
         n = len(rows)
         prefix_lengths = [len(row.prefix.ids) for row in rows]
         p = max(prefix_lengths)
@@ -530,7 +623,7 @@ class HFEngine:
         starts = torch.tensor(prefix_lengths).unsqueeze(1)
         positions = torch.maximum(starts + suffix_mask.cumsum(-1) - 1, starts)
         mask = torch.cat([prefix_mask, suffix_mask], dim=1)
-        cache = self._batch_cache(window, rows, p, p + width + decoding.max_new_tokens)
+        cache = self._batch_cache(window, rows, p, p + width + new_tokens)
         dev = self.device
         out = self._call(
             input_ids=input_ids.to(dev),
@@ -543,27 +636,142 @@ class HFEngine:
         self.stats.padded_suffix_tokens += n * width
         self.stats.batches += 1
         self.stats.prompts += n
-        logits = out.logits[:, -1, :].double()
-        first = torch.softmax(logits, dim=-1)
-        p_yes = first[:, self.yes_ids].sum(-1).tolist()
-        p_no = first[:, self.no_ids].sum(-1).tolist()
-        cache = self._out_cache(out)
+        next_pos = torch.tensor([len(row.ids) for row in rows])
+        return _Prefill(out.logits[:, -1, :].double(), self._out_cache(out), mask, next_pos)
+
+    def _option_scores(self, rows: list[_Row], state: _Prefill) -> list[dict[str, float] | None]:
+        """Per row, {option key: log of the summed probability of its forms} (None: no options).
+
+        Must run before decoding: multi-token forms are fed on copies of the prefilled cache.
+        """
+        if not any(row.request.answer.options for row in rows):
+            return [None] * len(rows)
+        first = torch.log_softmax(state.logits, dim=-1).cpu()
+        logprob: dict[tuple[int, str], float] = {}
+        longer: list[tuple[int, str]] = []
+        for i, row in enumerate(rows):
+            forms = dict.fromkeys(f for o in row.request.answer.options for f in o.forms)
+            for form in forms:
+                ids = self.form_ids(form)
+                if len(ids) == 1:
+                    logprob[(i, form)] = float(first[i, ids[0]])
+                else:
+                    longer.append((i, form))
+        logprob.update(self._continuation_logprobs(longer, first, state))
+        return [
+            {
+                o.key(): _logsumexp([logprob[(i, f)] for f in o.forms])
+                for o in row.request.answer.options
+            }
+            if row.request.answer.options
+            else None
+            for i, row in enumerate(rows)
+        ]
+
+    def _continuation_logprobs(
+        self, pairs: list[tuple[int, str]], first: torch.Tensor, state: _Prefill
+    ) -> dict[tuple[int, str], float]:
+        """log P(form | prompt) of (row, multi-token form) pairs, from copies of row caches.
+
+        The form's first token is read from the first decoding step; the rest by feeding the
+        form, right-padded, on a copy (``index_select``) of its row's cache, which decoding
+        later extends in place.
+        """
+        scores: dict[tuple[int, str], float] = {}
+        if not pairs:
+            return scores
+        dev = self.device
+        longest = max(len(self.form_ids(form)) for _, form in pairs)
+        chunk = max(1, self.token_budget // (state.mask.shape[1] + longest))
+        for start in range(0, len(pairs), chunk):
+            part = pairs[start : start + chunk]
+            forms = [self.form_ids(form) for _, form in part]
+            width = max(len(ids) for ids in forms) - 1
+            feed = torch.full((len(part), width), self.pad_id, dtype=torch.long)
+            targets = torch.zeros((len(part), width), dtype=torch.long)
+            feed_mask = torch.zeros((len(part), width), dtype=torch.long)
+            for j, ids in enumerate(forms):
+                feed[j, : len(ids) - 1] = torch.tensor(ids[:-1])
+                targets[j, : len(ids) - 1] = torch.tensor(ids[1:])
+                feed_mask[j, : len(ids) - 1] = 1
+            index = torch.tensor([i for i, _ in part])
+            out = self._call(
+                input_ids=feed.to(dev),
+                attention_mask=torch.cat([state.mask[index], feed_mask], dim=1).to(dev),
+                position_ids=(state.next_pos[index].unsqueeze(1) + torch.arange(width)).to(dev),
+                cache=self._copy_rows(state.cache, index.to(dev)),
+            )
+            logits = out.logits.float()
+            picked = logits.gather(-1, targets.to(dev).unsqueeze(-1)).squeeze(-1)
+            steps = (picked - logits.logsumexp(-1)).double().cpu() * feed_mask
+            self.stats.form_tokens += int(feed_mask.sum())
+            for j, ((i, form), ids) in enumerate(zip(part, forms, strict=True)):
+                scores[(i, form)] = float(first[i, ids[0]]) + float(steps[j].sum())
+        return scores
+
+    def _copy_rows(self, cache: Any, index: torch.Tensor) -> Any:
+        return self._new_cache(
+            [
+                (layer.keys.index_select(0, index), layer.values.index_select(0, index))
+                for layer in cache.layers
+            ]
+        )
+
+    def _matcher(self, answer: AnswerSpec) -> Matcher | None:
+        """The grammar of a constrained request: a forced tool's arguments, else its schema."""
+        tool = answer.forced_tool
+        schema = tool.parameters_json if tool is not None else answer.json_schema
+        return self.grammars.matcher(schema) if schema is not None else None
+
+    @torch.inference_mode()
+    def _run_batch(
+        self, window: _Window, rows: list[_Row], decoding: Decoding
+    ) -> list[tuple[Request, Generation]]:
+        tick = time.perf_counter()
+        state = self._prefill(window, rows, decoding.max_new_tokens)
+        scores = self._option_scores(rows, state)
+        tokens, stopped = self._decode(rows, state, decoding)
+        per_prompt = (time.perf_counter() - tick) / len(rows)
+        return [
+            (row.request, self._result(row, tokens[i], stopped[i], scores[i], per_prompt))
+            for i, row in enumerate(rows)
+        ]
+
+    @torch.inference_mode()
+    def _score_batch(
+        self, window: _Window, rows: list[_Row]
+    ) -> list[tuple[Request, dict[str, float]]]:
+        scores = self._option_scores(rows, self._prefill(window, rows, 0))
+        return [(row.request, s or {}) for row, s in zip(rows, scores, strict=True)]
+
+    def _decode(
+        self, rows: list[_Row], state: _Prefill, decoding: Decoding
+    ) -> tuple[list[list[int]], list[bool]]:
+        """Sample each row's tokens from its own uniforms; a row leaves the batch when it ends.
+
+        A row ends on a stop token or when its grammar is complete.
+        """
+        n = len(rows)
+        matchers = [self._matcher(row.request.answer) for row in rows]
+        logits, cache, mask, next_pos = state.logits, state.cache, state.mask, state.next_pos
         params = SamplingParams(decoding.temperature, decoding.top_p, decoding.top_k)
         uniforms = torch.stack([row.uniforms for row in rows])
         active = list(range(n))
-        next_pos = torch.tensor(
-            [length + len(s) for length, s in zip(prefix_lengths, suffixes, strict=True)]
-        )
         tokens: list[list[int]] = [[] for _ in range(n)]
         stopped = [False] * n
+        dev = self.device
         for step in range(decoding.max_new_tokens):
             self.stats.decode_steps += 1
+            mask_logits(logits, [matchers[i] for i in active])
             probs = filtered_probs(logits, params)
-            drawn = sample_tokens(probs, uniforms[active, step]).tolist()
+            drawn = sample_tokens(probs, uniforms[active, step].to(probs.device)).tolist()
             keep: list[int] = []
             for j, (i, token) in enumerate(zip(active, drawn, strict=True)):
                 tokens[i].append(token)
-                if token in self.stop_ids:
+                matcher = matchers[i]
+                if matcher is not None:
+                    matcher.accept(token)
+                if token in self.stop_ids or (matcher is not None and matcher.done):
                     stopped[i] = True
                 else:
                     keep.append(j)
@@ -587,31 +795,40 @@ class HFEngine:
             next_pos = next_pos + 1
             cache = self._out_cache(out)
             logits = out.logits[:, -1, :].double()
-        per_prompt = (time.perf_counter() - tick) / n
-        return [
-            (
-                row.request,
-                self._result(tokens[i], stopped[i], len(row.ids), p_yes[i], p_no[i], per_prompt),
-            )
-            for i, row in enumerate(rows)
-        ]
+        return tokens, stopped
 
     def _result(
         self,
+        row: _Row,
         tokens: list[int],
         stopped: bool,
-        n_prompt: int,
-        p_yes: float,
-        p_no: float,
+        scores: dict[str, float] | None,
         seconds: float,
     ) -> Generation:
-        kept = tokens[:-1] if stopped else tokens
+        answer = row.request.answer
+        kept = tokens[:-1] if tokens and tokens[-1] in self.stop_ids else tokens
+        completion = self.tokenizer.decode(kept, skip_special_tokens=True)
+        tool = answer.forced_tool
         return Generation(
-            completion=self.tokenizer.decode(kept, skip_special_tokens=True),
-            prompt_tokens=n_prompt,
+            completion=completion,
+            prompt_tokens=len(row.ids),
             completion_tokens=len(tokens),
             finish_reason="stop" if stopped else "length",
-            p_yes=float(p_yes),
-            p_no=float(p_no),
+            option_logprobs=scores,
+            tool_calls=(ToolCall(tool.name, _arguments(completion)),) if tool else (),
+            constrained=answer.constrained,
             seconds=seconds,
         )
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    return float(torch.tensor(values, dtype=torch.float64).logsumexp(0))
+
+
+def _arguments(text: str) -> dict[str, Any] | str:
+    """A tool call's parsed arguments; the raw text when it is not a JSON object."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    return parsed if isinstance(parsed, dict) else text

@@ -1,9 +1,18 @@
 """vLLM backend (optional extra ``cueaudit[vllm]``, CUDA only): offline ``LLM.generate``.
 
 vLLM schedules the requests itself (continuous batching) and reuses shared prefixes through
-its prefix cache (``enable_prefix_caching``), so prompts are handed over all at once. Each
-prompt carries its own sampling seed derived from (run seed, prompt_uid), as in the HF engine,
-and its first-step logprobs give P(Yes) and P(No). The output rows follow the same schema.
+its prefix cache (``enable_prefix_caching``), so prompts are handed over all at once, as token
+ids of the chat-rendered prompt (the HF engine's tokens: no second BOS). Each prompt carries
+its own sampling seed derived from (run seed, prompt_uid), as in the HF engine.
+
+- **Option scores**, log P(form | prompt) summed over an option's forms: a single-token form
+  is read from the first generated step's top logprobs (``logprobs``); a multi-token form, a
+  single-token one outside the top logprobs, and every form of a constrained request (whose
+  first step is already masked) from ``prompt_logprobs`` of a one-token request on the
+  prompt's tokens followed by the form's.
+- **Structured outputs**: a JSON schema or a forced tool's parameters go to vLLM's structured
+  outputs (``StructuredOutputsParams(json=...)``; ``GuidedDecodingParams`` before vLLM 0.11).
+  A forced tool's call is the parsed output.
 
 vLLM is imported only when a model with ``backend: vllm`` runs; request building is plain
 Python so it is unit-tested without vLLM installed.
@@ -11,51 +20,160 @@ Python so it is unit-tested without vLLM installed.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cueaudit.errors import InputError
-from cueaudit.inference.core import Decoding, Generation, Request, render_user_turn
-from cueaudit.inference.sampling import prompt_seed
+from cueaudit.inference.core import (
+    PLAIN_TEXT,
+    AnswerSpec,
+    Decoding,
+    Generation,
+    Request,
+    ToolCall,
+    render_user_turn,
+)
+from cueaudit.inference.seeding import prompt_seed
 
-AFFIRMATIVE = {"yes"}
-NEGATIVE = {"no"}
+#: Top logprobs asked for at the first step (vLLM's default ``max_logprobs``).
+TOP_LOGPROBS = 20
 
 
 @dataclass(frozen=True)
 class VLLMRequest:
     """Everything vLLM needs for one prompt, before any vLLM object is built."""
 
-    prompt: str
+    prompt_token_ids: list[int]
     sampling: dict[str, Any]
+    #: Keyword arguments of vLLM's structured-outputs parameters (``{"json": schema}``).
+    structured: dict[str, Any] | None = None
+
+
+@dataclass
+class _Pending:
+    """A request on its way: its tokens and the log-probabilities of its forms so far."""
+
+    request: Request
+    prompt_ids: list[int]
+    forms: dict[str, float | None] = field(default_factory=dict)
+
+
+def output_schema(answer: AnswerSpec) -> dict[str, Any] | None:
+    """The schema the output must match: a forced tool's parameters, else the JSON schema."""
+    tool = answer.forced_tool
+    return tool.parameters if tool is not None else answer.schema()
 
 
 def build_requests(
-    prompts: Iterable[tuple[Request, str]], decoding: Decoding, top_logprobs: int = 20
+    prompts: Iterable[tuple[Request, list[int]]],
+    decoding: Decoding,
+    top_logprobs: int = TOP_LOGPROBS,
 ) -> list[VLLMRequest]:
-    """vLLM SamplingParams arguments of each (request, chat-rendered prompt)."""
-    return [
-        VLLMRequest(
-            prompt=rendered,
-            sampling={
-                "n": 1,
-                "temperature": decoding.temperature,
-                "top_p": decoding.top_p,
-                "top_k": decoding.top_k if decoding.top_k > 0 else -1,
-                "max_tokens": decoding.max_new_tokens,
-                "seed": prompt_seed(request.seed, request.uid) % (2**63 - 1),
-                "logprobs": top_logprobs,
-            },
+    """vLLM arguments of each (request, prompt token ids) to generate.
+
+    First-step logprobs are asked for only where they score options: an unconstrained
+    request with options.
+    """
+    built = []
+    for request, ids in prompts:
+        answer = request.answer
+        schema = output_schema(answer)
+        wants_logprobs = bool(answer.options) and schema is None
+        built.append(
+            VLLMRequest(
+                prompt_token_ids=list(ids),
+                sampling={
+                    "n": 1,
+                    "temperature": decoding.temperature,
+                    "top_p": decoding.top_p,
+                    "top_k": decoding.top_k if decoding.top_k > 0 else -1,
+                    "max_tokens": decoding.max_new_tokens,
+                    "seed": prompt_seed(request.seed, request.uid) % (2**63 - 1),
+                    "logprobs": top_logprobs if wants_logprobs else None,
+                },
+                structured={"json": schema} if schema is not None else None,
+            )
         )
-        for request, rendered in prompts
-    ]
+    return built
+
+
+def first_step_request(prompt_ids: Sequence[int], top_logprobs: int = TOP_LOGPROBS) -> VLLMRequest:
+    """A one-token unconstrained request whose first step's top logprobs score single tokens."""
+    return VLLMRequest(
+        prompt_token_ids=list(prompt_ids),
+        sampling={"n": 1, "max_tokens": 1, "temperature": 0.0, "logprobs": top_logprobs},
+    )
+
+
+def form_request(prompt_ids: Sequence[int], form_ids: Sequence[int]) -> VLLMRequest:
+    """A one-token request whose prompt logprobs give log P(form | prompt)."""
+    return VLLMRequest(
+        prompt_token_ids=[*prompt_ids, *form_ids],
+        sampling={"n": 1, "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 1},
+    )
+
+
+def continuation_logprob(
+    prompt_logprobs: Sequence[Mapping[int, Any] | None], prompt_length: int, form_ids: Sequence[int]
+) -> float:
+    """Sum of the form's tokens' logprobs in the prompt logprobs of prompt + form."""
+    total = 0.0
+    for k, token in enumerate(form_ids):
+        step = prompt_logprobs[prompt_length + k]
+        if step is None or token not in step:
+            raise RuntimeError(f"vLLM returned no prompt logprob for token {token}")
+        total += float(step[token].logprob)
+    return total
+
+
+def first_step_logprobs(step: Mapping[int, Any] | None) -> dict[int, float]:
+    """{token id: logprob} of a generated step's top logprobs."""
+    return {token: float(entry.logprob) for token, entry in (step or {}).items()}
+
+
+def option_scores(answer: AnswerSpec, form_logprob: Callable[[str], float]) -> dict[str, float]:
+    """{option key: log of the summed probability of its forms}."""
+    scores = {}
+    for option in answer.options:
+        values = [form_logprob(form) for form in option.forms]
+        top = max(values)
+        scores[option.key()] = (
+            top if top == -math.inf else top + math.log(sum(math.exp(v - top) for v in values))
+        )
+    return scores
+
+
+def tool_calls(answer: AnswerSpec, completion: str) -> tuple[ToolCall, ...]:
+    tool = answer.forced_tool
+    if tool is None:
+        return ()
+    try:
+        arguments: dict[str, Any] | str = json.loads(completion)
+    except json.JSONDecodeError:
+        arguments = completion
+    return (ToolCall(tool.name, arguments if isinstance(arguments, dict) else completion),)
+
+
+def sampling_params(vllm: Any, built: VLLMRequest) -> Any:
+    """vLLM's SamplingParams of a built request, with structured outputs where asked."""
+    kwargs = dict(built.sampling)
+    if built.structured is not None:
+        params = vllm.sampling_params
+        if hasattr(params, "StructuredOutputsParams"):
+            kwargs["structured_outputs"] = params.StructuredOutputsParams(**built.structured)
+        else:  # vLLM before 0.11
+            kwargs["guided_decoding"] = params.GuidedDecodingParams(**built.structured)
+    return vllm.SamplingParams(**kwargs)
 
 
 def _import_vllm() -> Any:
     try:
         import vllm
+        import vllm.sampling_params
     except ImportError as error:
         raise InputError(
             "config",
@@ -67,6 +185,8 @@ def _import_vllm() -> Any:
 
 class VLLMBackend:
     name = "vllm"
+    scores_options = True
+    flush_every_batch = False
 
     def __init__(
         self,
@@ -92,8 +212,20 @@ class VLLMBackend:
         self._llm: Any = None
 
     @classmethod
-    def from_spec(cls, path: str, spec: Mapping[str, Any], model_id: str) -> VLLMBackend:
-        return cls(path, model_id, spec.get("dtype", "auto"), spec.get("quantization", "none"))
+    def from_spec(
+        cls, manifest: Mapping[str, Any], spec: Mapping[str, Any], state_dir: Path | None = None
+    ) -> VLLMBackend:
+        """The backend of a prepared model (its manifest) and the config's model block.
+
+        ``state_dir`` is accepted for the runner's common signature; vLLM keeps no state here.
+        """
+        return cls(
+            str(manifest["resolved_path"]),
+            manifest["model_id"],
+            spec.get("dtype", "auto"),
+            spec.get("quantization", "none"),
+            spec.get("gpu_memory_utilization", 0.9),
+        )
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -103,14 +235,18 @@ class VLLMBackend:
             "quantization": self.quantization,
         }
 
-    def render(self, text: str) -> str:
-        return render_user_turn(self.tokenizer, text)
+    def render(self, text: str, answer: AnswerSpec = PLAIN_TEXT) -> str:
+        return render_user_turn(self.tokenizer, text, answer.tools)
 
-    def generate(
-        self, requests: Iterable[Request], decoding: Decoding
-    ) -> Iterator[list[tuple[Request, Generation]]]:
+    def prompt_ids(self, request: Request) -> list[int]:
+        rendered = self.render(request.text, request.answer)
+        return list(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
+
+    def form_ids(self, form: str) -> list[int]:
+        return list(self.tokenizer.encode(form, add_special_tokens=False))
+
+    def _engine(self) -> tuple[Any, Any]:
         vllm = _import_vllm()
-        todo = list(requests)
         if self._llm is None:
             kwargs: dict[str, Any] = {
                 "model": self.model_path,
@@ -121,20 +257,62 @@ class VLLMBackend:
             if self.quantization == "4bit":
                 kwargs["quantization"] = "bitsandbytes"
             self._llm = vllm.LLM(**kwargs)
-        built = build_requests(((r, self.render(r.text)) for r in todo), decoding)
-        outputs = self._llm.generate(
-            [b.prompt for b in built],
-            [vllm.SamplingParams(**b.sampling) for b in built],
+        return vllm, self._llm
+
+    def _run(self, built: list[VLLMRequest]) -> list[Any]:
+        vllm, llm = self._engine()
+        if not built:
+            return []
+        return list(
+            llm.generate(
+                [{"prompt_token_ids": b.prompt_token_ids} for b in built],
+                [sampling_params(vllm, b) for b in built],
+            )
         )
+
+    def _fill_scores(self, pending: list[_Pending]) -> list[dict[str, float] | None]:
+        """Score the forms the first step did not give, through prompt logprobs."""
+        todo = [(p, form) for p in pending for form, value in p.forms.items() if value is None]
+        built = [form_request(p.prompt_ids, self.form_ids(form)) for p, form in todo]
+        for (p, form), output in zip(todo, self._run(built), strict=True):
+            p.forms[form] = continuation_logprob(
+                output.prompt_logprobs, len(p.prompt_ids), self.form_ids(form)
+            )
+        return [
+            option_scores(p.request.answer, lambda form, p=p: float(p.forms[form]))
+            if p.request.answer.options
+            else None
+            for p in pending
+        ]
+
+    def _pending(
+        self, request: Request, ids: list[int], first: Mapping[int, Any] | None
+    ) -> _Pending:
+        """A request with its single-token forms read from the first step, where given."""
+        pending = _Pending(request, ids)
+        top = first_step_logprobs(first)
+        for option in request.answer.options:
+            for form in option.forms:
+                form_ids = self.form_ids(form)
+                pending.forms[form] = top.get(form_ids[0]) if len(form_ids) == 1 else None
+        return pending
+
+    def generate(
+        self, requests: Iterable[Request], decoding: Decoding
+    ) -> Iterator[list[tuple[Request, Generation]]]:
+        todo = list(requests)
+        ids = [self.prompt_ids(r) for r in todo]
+        built = build_requests(zip(todo, ids, strict=True), decoding)
+        outputs = self._run(built)
+        pending = []
+        for request, prompt, b, output in zip(todo, ids, built, outputs, strict=True):
+            steps = output.outputs[0].logprobs
+            first = steps[0] if b.sampling["logprobs"] is not None and steps else None
+            pending.append(self._pending(request, prompt, first))
+        scores = self._fill_scores(pending)
         results = []
-        for request, output in zip(todo, outputs, strict=True):
+        for request, output, score in zip(todo, outputs, scores, strict=True):
             first = output.outputs[0]
-            p_yes = p_no = None
-            if first.logprobs:
-                step = first.logprobs[0].values()
-                top = [(t.decoded_token.strip().lower(), t.logprob) for t in step]
-                p_yes = sum(math.exp(lp) for tok, lp in top if tok in AFFIRMATIVE)
-                p_no = sum(math.exp(lp) for tok, lp in top if tok in NEGATIVE)
             results.append(
                 (
                     request,
@@ -143,9 +321,24 @@ class VLLMBackend:
                         prompt_tokens=len(output.prompt_token_ids),
                         completion_tokens=len(first.token_ids),
                         finish_reason=str(first.finish_reason),
-                        p_yes=p_yes,
-                        p_no=p_no,
+                        option_logprobs=score,
+                        tool_calls=tool_calls(request.answer, first.text),
+                        constrained=request.answer.constrained,
                     ),
                 )
             )
         yield results
+
+    def score(
+        self, requests: Iterable[Request]
+    ) -> Iterator[list[tuple[Request, dict[str, float]]]]:
+        """Option scores from one-token requests: first-step top logprobs, then prompt logprobs."""
+        todo = list(requests)
+        ids = [self.prompt_ids(r) for r in todo]
+        outputs = self._run([first_step_request(prompt) for prompt in ids])
+        pending = [
+            self._pending(r, prompt, (o.outputs[0].logprobs or [None])[0])
+            for r, prompt, o in zip(todo, ids, outputs, strict=True)
+        ]
+        scores = self._fill_scores(pending)
+        yield [(r, s or {}) for r, s in zip(todo, scores, strict=True)]

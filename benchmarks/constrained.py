@@ -1,0 +1,317 @@
+"""Constrained decoding on the packaged SmolLM2-135M, CPU: llguidance vs xgrammar vs outlines-core.
+
+For the ranking schema of the tests (four integer ranks in 1..4, ties allowed) and each library:
+
+* ``compile_ms``: compiling the schema into a grammar (median of fresh compiles, no cache);
+  ``tokenizer_ms``: the one-off preparation of the tokenizer's vocabulary;
+* ``enforces_bounds``: whether, after ``{"ranks": [``, exactly the tokens 1..4 are allowed;
+* ``mask_us_per_token``: filling one row's token bitmask and accepting the next token,
+  replayed over 50 rankings in the generated layout; ``batch_mask_us_per_row``: the engine's
+  whole masking step (fill, unpack, ``-inf``) on a batch of 50 rows, per row;
+* end to end, HFEngine on 50 ranking prompts (``max_new_tokens`` 48): seconds per prompt and
+  per generated token with the library's grammar, schema-valid share (``jsonschema``) and the
+  tokens an answer needs; the same prompts unconstrained are the baselines, at 48 new tokens
+  and at the tokens a constrained answer needs (``unconstrained_16``: equal work but the mask).
+  Each configuration runs ``--rounds`` times, round-robin, and the fastest run is reported
+  (the runs are kept): a shared machine's other load then weighs on all alike.
+
+    pip install llguidance==1.9.1 xgrammar==0.2.8 outlines-core==0.2.14
+    python benchmarks/constrained.py [--threads 2] [--out benchmarks/results/constrained.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+
+import jsonschema  # noqa: E402
+import torch  # noqa: E402
+
+from cueaudit.inference.constrained import (  # noqa: E402
+    JSON_LAYOUT,
+    Grammars,
+    GuidanceGrammars,
+    Matcher,
+    bitmask_words,
+    blocked_tokens,
+    mask_logits,
+)
+from cueaudit.inference.core import AnswerSpec, Decoding, Request, canonical_json  # noqa: E402
+from cueaudit.inference.hf import HFEngine  # noqa: E402
+from cueaudit.models import prepare_model  # noqa: E402
+from tests.unit.test_constrained import RANKING, ranking_prompt  # noqa: E402
+from tests.unit.test_inference_engine import SPEC  # noqa: E402
+
+PROMPTS = 50
+MAX_NEW_TOKENS = 48
+
+
+class XGrammarMatcher:
+    def __init__(self, matcher: Any) -> None:
+        self._matcher = matcher
+
+    def fill(self, bitmask: torch.Tensor, row: int) -> None:
+        self._matcher.fill_next_token_bitmask(bitmask, row)
+
+    def accept(self, token: int) -> None:
+        if not self._matcher.accept_token(token):
+            raise RuntimeError(f"xgrammar rejected token {token}")
+
+    @property
+    def done(self) -> bool:
+        return bool(self._matcher.is_terminated())
+
+
+class XGrammarGrammars:
+    name = "xgrammar"
+
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_ids: list[int]) -> None:
+        import xgrammar
+
+        self._xgr = xgrammar
+        info = xgrammar.TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=vocab_size, stop_token_ids=stop_ids
+        )
+        self._compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+        self._compiled: dict[str, Any] = {}
+
+    def compile(self, schema: str) -> Any:
+        separators = (JSON_LAYOUT["item_separator"], JSON_LAYOUT["key_separator"])
+        return self._compiler.compile_json_schema(
+            schema, any_whitespace=False, separators=separators
+        )
+
+    def matcher(self, schema: str) -> Matcher:
+        if schema not in self._compiled:
+            self._compiled[schema] = self.compile(schema)
+        return XGrammarMatcher(self._xgr.GrammarMatcher(self._compiled[schema]))
+
+
+class OutlinesMatcher:
+    def __init__(self, guide: Any) -> None:
+        self._guide = guide
+
+    def fill(self, bitmask: torch.Tensor, row: int) -> None:
+        words = bitmask[row : row + 1]
+        self._guide.write_mask_into(words.data_ptr(), words.numel(), words.element_size())
+
+    def accept(self, token: int) -> None:
+        self._guide.advance(token)
+
+    @property
+    def done(self) -> bool:
+        return bool(self._guide.is_finished())
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, reversed: the byte each vocabulary character stands for."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars = list(printable)
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+
+
+class OutlinesGrammars:
+    name = "outlines-core"
+
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_ids: list[int]) -> None:
+        from outlines_core import Vocabulary
+
+        decoder = _byte_decoder()
+        special = set(tokenizer.all_special_ids)
+        tokens: dict[bytes, list[int]] = {}
+        for text, token in tokenizer.get_vocab().items():
+            if token not in special:
+                tokens.setdefault(bytes(decoder[c] for c in text), []).append(token)
+        self._vocabulary = Vocabulary(stop_ids[0], tokens)
+        self._indexes: dict[str, Any] = {}
+
+    def compile(self, schema: str) -> Any:
+        from outlines_core import Index
+        from outlines_core.json_schema import build_regex_from_schema
+
+        return Index(build_regex_from_schema(schema, whitespace_pattern=r" ?"), self._vocabulary)
+
+    def matcher(self, schema: str) -> Matcher:
+        from outlines_core import Guide
+
+        if schema not in self._indexes:
+            self._indexes[schema] = self.compile(schema)
+        return OutlinesMatcher(Guide(self._indexes[schema]))
+
+
+def timed(action: Callable[[], Any]) -> tuple[Any, float]:
+    tick = time.perf_counter()
+    result = action()
+    return result, time.perf_counter() - tick
+
+
+def compile_ms(grammars: Any, schema: str, repeats: int = 5) -> float:
+    return 1000 * statistics.median(
+        timed(lambda: grammars.compile(schema))[1] for _ in range(repeats)
+    )
+
+
+def allowed_after(grammars: Grammars, schema: str, tokenizer: Any, prefix: str, vocab: int) -> list:
+    matcher = grammars.matcher(schema)
+    for token in tokenizer.encode(prefix, add_special_tokens=False):
+        matcher.accept(token)
+    bitmask = torch.zeros((1, bitmask_words(vocab)), dtype=torch.int32)
+    matcher.fill(bitmask, 0)
+    allowed = (~blocked_tokens(bitmask, vocab)[0]).nonzero()[0].tolist()
+    return sorted(tokenizer.decode([t]) for t in allowed)
+
+
+def mask_cost_us(grammars: Grammars, schema: str, answers: list[list[int]], vocab: int) -> float:
+    """Fill one row's bitmask and accept the token, per token, over real answers."""
+    bitmask = torch.zeros((1, bitmask_words(vocab)), dtype=torch.int32)
+    steps = 0
+    tick = time.perf_counter()
+    for tokens in answers:
+        matcher = grammars.matcher(schema)
+        for token in tokens:
+            matcher.fill(bitmask, 0)
+            matcher.accept(token)
+            steps += 1
+    return 1e6 * (time.perf_counter() - tick) / steps
+
+
+def batch_mask_us(grammars: Grammars, schema: str, rows: int, vocab: int) -> float:
+    """The engine's masking step for a batch at the grammar's start, per row (median of 20)."""
+    logits = torch.zeros((rows, vocab), dtype=torch.float64)
+    matchers = [grammars.matcher(schema) for _ in range(rows)]
+
+    def once() -> None:
+        mask_logits(logits, matchers)
+
+    return 1e6 * statistics.median(timed(once)[1] for _ in range(20)) / rows
+
+
+def end_to_end(
+    engine: HFEngine, requests: list[Request], max_new_tokens: int
+) -> tuple[dict[str, Any], float]:
+    decoding = Decoding(max_new_tokens=max_new_tokens)
+    out, seconds = timed(
+        lambda: [(r, g) for batch in engine.generate(requests, decoding) for r, g in batch]
+    )
+    tokens = [g.completion_tokens for _, g in out]
+    valid = 0
+    for _, g in out:
+        try:
+            jsonschema.validate(json.loads(g.completion), RANKING)
+            valid += 1
+        except (json.JSONDecodeError, jsonschema.ValidationError):
+            pass
+    summary = {
+        "completion_tokens_max": max(tokens),
+        "completion_tokens_mean": sum(tokens) / len(tokens),
+        "completion_tokens_total": sum(tokens),
+        "schema_valid": valid / len(out),
+        "examples": [g.completion for _, g in out[:3]],
+    }
+    return summary, seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3, help="timed runs per configuration")
+    parser.add_argument("--model-dir", default="/tmp/cueaudit-bench/smollm2-135m")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/constrained.json"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    model_dir = Path(args.model_dir)
+    if not (model_dir / "cueaudit-model.json").is_file():
+        prepare_model("smollm2-135m", SPEC, model_dir)
+    engine = HFEngine(str(model_dir))
+    vocab = int(engine.model.get_output_embeddings().weight.shape[0])
+    tokenizer, stops = engine.tokenizer, sorted(engine.stop_ids)
+    schema = canonical_json(RANKING)
+    spec = AnswerSpec(json_schema=schema)
+    constrained = [Request(f"rank-{k}", ranking_prompt(k), 0, answer=spec) for k in range(PROMPTS)]
+    free = [Request(f"rank-{k}", ranking_prompt(k), 0) for k in range(PROMPTS)]
+    factories = {
+        "llguidance": GuidanceGrammars,
+        "xgrammar": XGrammarGrammars,
+        "outlines-core": OutlinesGrammars,
+    }
+    load_before = os.getloadavg()
+    libraries: dict[str, dict[str, Any]] = {}
+    grammars_of: dict[str, Grammars] = {}
+    for name, factory in factories.items():
+        grammars, setup = timed(lambda factory=factory: factory(tokenizer, vocab, stops))
+        grammars_of[name] = grammars
+        libraries[name] = {
+            "tokenizer_ms": 1000 * setup,
+            "compile_ms": compile_ms(grammars, schema),
+            "enforces_bounds": allowed_after(grammars, schema, tokenizer, '{"ranks": [', vocab)
+            == ["1", "2", "3", "4"],
+            "batch_mask_us_per_row": batch_mask_us(grammars, schema, PROMPTS, vocab),
+        }
+    engine.grammars = grammars_of["llguidance"]
+    first, _ = end_to_end(engine, constrained, MAX_NEW_TOKENS)
+    needed = first["completion_tokens_max"]
+    replay = [
+        tokenizer.encode(
+            json.dumps({"ranks": [(k + j) % 4 + 1 for j in range(4)]}), add_special_tokens=False
+        )
+        for k in range(PROMPTS)
+    ]
+    for name, grammars in grammars_of.items():
+        libraries[name]["mask_us_per_token"] = mask_cost_us(grammars, schema, replay, vocab)
+    # Configurations timed round-robin, so that other load on the machine spreads over all.
+    runs: dict[str, tuple[Grammars | None, list[Request], int]] = {
+        "unconstrained": (None, free, MAX_NEW_TOKENS),
+        f"unconstrained_{needed}": (None, free, needed),
+        **{name: (g, constrained, MAX_NEW_TOKENS) for name, g in grammars_of.items()},
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    summaries: dict[str, dict[str, Any]] = {}
+    for _ in range(args.rounds):
+        for name, (grammars, requests, budget) in runs.items():
+            if grammars is not None:
+                engine.grammars = grammars
+            summaries[name], took = end_to_end(engine, requests, budget)
+            seconds[name].append(took)
+    for name, summary in summaries.items():
+        best = min(seconds[name])
+        summary |= {
+            "seconds_per_prompt": best / PROMPTS,
+            "seconds_per_token": best / summary["completion_tokens_total"],
+            "seconds_runs": seconds[name],
+        }
+    results: dict[str, Any] = {
+        "model": "SmolLM2-135M-Instruct (Q4_1 GGUF, float32), CPU",
+        "threads": args.threads,
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+        "schema": RANKING,
+        "prompts": PROMPTS,
+        "max_new_tokens": MAX_NEW_TOKENS,
+        "tokens_needed": needed,
+        "unconstrained": summaries["unconstrained"],
+        f"unconstrained_{needed}": summaries[f"unconstrained_{needed}"],
+        "libraries": {name: libraries[name] | summaries[name] for name in grammars_of},
+    }
+    print(json.dumps(results, indent=2))
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
