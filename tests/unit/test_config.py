@@ -67,7 +67,7 @@ def test_the_commented_openai_example_is_valid() -> None:
 
 def test_a_config_without_a_study_is_refused() -> None:
     config = default_config()
-    del config["probing"]
+    del config["probing"], config["decision"]
     with pytest.raises(InputError, match=r"give at least one study block \(probing, decision\)"):
         validate_config(config, SCHEMA)
 
