@@ -104,7 +104,7 @@ def test_every_format_and_probe_produces_outcomes(
     low, high, n = con.sql(
         "SELECT min(expected_rating), max(expected_rating), count(expected_rating) "
         "FROM decision_outcomes WHERE task = 'decision_rate_text'"
-    ).fetchone()
+    ).fetchall()[0]
     assert n == 24 and 1.0 <= low <= high <= 5.0
     ranks = con.sql("SELECT ranks FROM decision_outcomes WHERE task = 'decision_rank_json'").pl()[
         "ranks"
