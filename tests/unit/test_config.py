@@ -81,3 +81,10 @@ def test_the_schema_lists_the_registered_cue_sources() -> None:
     )
     dialog = set(schema["dialog"]["properties"]) - {"n_clusters", "seed"}
     assert dialog == set(REGISTRY["dialog"].sources)
+
+
+def test_a_config_without_models_names_the_key() -> None:
+    config = default_config()
+    del config["models"]
+    with pytest.raises(InputError, match=r"config key \(top level\): 'models' is a required"):
+        validate_config(config, SCHEMA)
