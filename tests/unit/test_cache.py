@@ -23,14 +23,21 @@ from tests.helpers.inference import ROOT, CountingBackend, prompt_table
 DECODING = {"temperature": 1.0, "top_p": 1.0, "top_k": 50}
 
 
-def _run(tmp: Path, backend: CountingBackend, model: str = "m", **kw: object) -> pl.DataFrame:
+def _run(
+    tmp: Path,
+    backend: CountingBackend,
+    model: str = "m",
+    shard: int = 0,
+    n_shards: int = 1,
+    **kw: object,
+) -> pl.DataFrame:
     prompts = tmp / "prompts.parquet"
     if not prompts.exists():
         prompt_table().write_parquet(prompts)
     return run_shard(
         prompts_path=prompts,
-        shard=0,
-        n_shards=1,
+        shard=shard,
+        n_shards=n_shards,
         model_dir=tmp,
         model_name=model,
         model_spec={"backend": "hf"},
@@ -268,26 +275,10 @@ def test_constrained_answers_are_cached_apart_from_plain_ones(tmp_path: Path) ->
 
 
 def test_a_shard_without_prompts_writes_an_empty_table(tmp_path: Path) -> None:
-    prompts = tmp_path / "prompts.parquet"
-    prompt_table().head(1).write_parquet(prompts)
+    prompts = prompt_table().head(1)
+    prompts.write_parquet(tmp_path / "prompts.parquet")
     backend = CountingBackend()
-    uid = pl.read_parquet(prompts)["prompt_uid"][0]
-    empty_shard = 1 - int(uid[:8], 16) % 2
-    out = run_shard(
-        prompts_path=prompts,
-        shard=empty_shard,
-        n_shards=2,
-        model_dir=tmp_path,
-        model_name="m",
-        model_spec={"backend": "hf"},
-        task="healthcare",
-        seed=0,
-        decoding=DECODING,
-        max_new_tokens=8,
-        out_path=tmp_path / "out.parquet",
-        cache_dir=tmp_path / "cache",
-        backend=backend,
-        answer=YES_NO,
-    )
+    empty_shard = 1 - int(prompts["prompt_uid"][0][:8], 16) % 2
+    out = _run(tmp_path, backend, shard=empty_shard, n_shards=2, answer=YES_NO)
     assert out.height == 0 and backend.calls == 0
-    assert pl.read_parquet(tmp_path / "out.parquet").columns == out.columns
+    assert pl.read_parquet(tmp_path / "out/m.parquet").columns == out.columns
