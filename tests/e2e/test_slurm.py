@@ -102,7 +102,7 @@ def test_slurm_run_matches_local_run(
 
     local_rows, cluster_rows = responses(local), responses(cluster)
     assert local_rows.height == cluster_rows.height == 1 * 3 * 19
-    columns = ["prompt_uid", "seed", "completion", "completion_tokens", "p_yes", "p_no"]
+    columns = ["prompt_uid", "seed", "completion", "completion_tokens", "option_logprobs"]
     assert local_rows.select(columns).equals(cluster_rows.select(columns))
     for table in ("ratios_race.csv", "parse_rates.csv"):
         assert (local / "results/tables" / table).read_text() == (
