@@ -22,8 +22,9 @@ check_input_files(config)
 # Each study's common.smk registers its own; the shared stages (inference, parsing, database)
 # read only this table, never a study's config block.
 INFERENCE_TASKS = {}
-# Studies that run: study -> {tables: {name: CSV}, tasks: [...], view_settings: {...}}. The
-# database loads their tables and registers their views (cueaudit.<study>.views).
+# Studies that run: study -> {tables: {name: CSV}, tasks: [...], view_settings: {...},
+# outputs: [...]}. The database loads their tables and registers their views
+# (cueaudit.<study>.views); `rule all` builds their outputs.
 STUDIES = {}
 
 
@@ -39,8 +40,13 @@ def register_inference_tasks(tasks):
     INFERENCE_TASKS.update(tasks)
 
 
-def register_study(study, *, tables, tasks, view_settings):
-    STUDIES[study] = {"tables": tables, "tasks": list(tasks), "view_settings": view_settings}
+def register_study(study, *, tables, tasks, view_settings, outputs):
+    STUDIES[study] = {
+        "tables": tables,
+        "tasks": list(tasks),
+        "view_settings": view_settings,
+        "outputs": list(outputs),
+    }
 
 
 def study_tables():
@@ -217,8 +223,8 @@ def dialog_settings():
 
 
 def study_outputs():
-    """The default target: every study's outputs (each study defines <study>_outputs)."""
-    return [path for study in STUDIES for path in globals()[f"{study}_outputs"]()]
+    """The default target: every registered study's outputs."""
+    return [path for study in STUDIES.values() for path in study["outputs"]]
 
 
 def database_inputs():

@@ -8,7 +8,8 @@ from typing import Any, Final
 import duckdb
 import polars as pl
 
-from cueaudit.store import ParseRateGroups, ViewBuilder, relation_columns
+from cueaudit.report import write_table
+from cueaudit.store import ParseRateGroups, ViewBuilder, connect, relation_columns
 
 #: Parse rates per model, seed, task, format, mode and bundle type.
 PARSE_RATES: Final = ParseRateGroups(by=("format", "mode", "bundle_type"))
@@ -71,9 +72,6 @@ def write_outcome_summary(
     prompts: Sequence[str], outcomes: Sequence[str], tasks: Sequence[str], out: str
 ) -> pl.DataFrame:
     """The outcome summary of the decision tasks as CSV + Markdown at ``out``."""
-    from cueaudit.report import write_table
-    from cueaudit.store import connect
-
     con = connect(prompts=prompts, outcomes=outcomes, views=[lambda c: register_views(c, tasks)])
     summary = outcome_summary(con)
     write_table(summary, out, "Decision audit: answers parsed per task, format and mode")

@@ -5,6 +5,7 @@ from cueaudit.decision.prompts import TASKS as DECISION_TASKS  # noqa: E402
 from cueaudit.decision.prompts import expected_counts, task_answers  # noqa: E402
 
 PREREGISTRATION_LOCK = "results/decision/preregistration.lock"
+DECISION_ANSWERS = {}  # filled on first use by decision_answers()
 # Long enough for each answer: a rating or yes/no word, a four-rank JSON object, a tool call.
 DECISION_MAX_NEW_TOKENS = {"rate": 8, "decide": 8, "rank": 40, "probe": 24}
 
@@ -22,6 +23,13 @@ def decision_max_new_tokens(task):
     return limits.get(task, limits[DECISION_TASKS[task].format])
 
 
+def decision_answers():
+    """Each task's outcome kind and answer settings, read once from the prompt resources."""
+    if not DECISION_ANSWERS:
+        DECISION_ANSWERS.update(task_answers(decision_design()))
+    return DECISION_ANSWERS
+
+
 def decision_inference_tasks():
     return {
         task: {
@@ -31,12 +39,12 @@ def decision_inference_tasks():
             "shards": decision_config()["shards"],
             "requires": [PREREGISTRATION_LOCK],
         }
-        for task, (kind, settings) in task_answers(decision_design()).items()
+        for task, (kind, settings) in decision_answers().items()
     }
 
 
 def decision_task_names():
-    return list(task_answers(decision_design()))
+    return list(decision_answers())
 
 
 def decision_prompt_tables():
@@ -65,6 +73,7 @@ if study_enabled("decision"):
         tables={"decision_outcome_summary": "results/tables/decision_outcomes.csv"},
         tasks=decision_task_names(),
         view_settings={},
+        outputs=decision_outputs(),
     )
     # The design's size, printed before anything runs (also on a dry run).
     print(decision_request_count(), file=sys.stderr)

@@ -146,4 +146,5 @@ if study_enabled("probing"):
         tables=probing_tables(),
         tasks=probing_task_names(),
         view_settings=analysis_settings(*OUTCOME_SETTINGS),
+        outputs=probing_outputs(),
     )
