@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -98,3 +99,20 @@ def run_snakemake() -> SnakemakeRunner:
         return result
 
     return run
+
+
+def slurm_is_up() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    result = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
+    return result.returncode == 0 and any(
+        state in result.stdout for state in ("idle", "mixed", "allocated")
+    )
+
+
+@pytest.fixture(scope="module")
+def slurm() -> None:
+    if not slurm_is_up():
+        if os.environ.get("CUEAUDIT_REQUIRE_SLURM") == "1":
+            pytest.fail("CUEAUDIT_REQUIRE_SLURM=1 but no Slurm cluster answers sinfo")
+        pytest.skip("no Slurm cluster (start one with: bash tests/slurm/cluster.sh start)")

@@ -97,6 +97,9 @@ def _resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "decision.preregistration", decision["preregistration"]
     if "prompts" in decision.get("design", {}):
         yield "decision.design.prompts", decision["design"]["prompts"]
+    for arm, block in (decision.get("extensions") or {}).items():
+        if "prompts" in block.get("design", {}):
+            yield f"decision.extensions.{arm}.design.prompts", block["design"]["prompts"]
     cues = config.get("cues", {})
     names = cues.get("names")
     if names:

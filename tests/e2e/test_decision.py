@@ -11,6 +11,8 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, SnakemakeRunner, tiny_config, write_config
+from tests.e2e.test_slurm import SLURM_ARGS
+from tests.helpers.inference import llama_openai_config, llama_server, llama_server_available
 
 pytestmark = pytest.mark.e2e
 
@@ -20,6 +22,19 @@ TASKS = [
     "decision_rank_json",
     "decision_probe_choice",
     "decision_probe_free",
+]
+ANALYSIS_TABLES = [
+    "outcome_summary",
+    "composition",
+    "contrasts",
+    "interactions",
+    "leave_one_out",
+    "extension_contrasts",
+    "planted",
+    "position",
+    "ties",
+    "recognition",
+    "agreement",
 ]
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")
 
@@ -71,11 +86,11 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_format_and_probe_produces_outcomes(
     workdir: Path, run_snakemake: SnakemakeRunner
 ) -> None:
-    first = run_snakemake(workdir, "decision")
+    first = run_snakemake(workdir)
     assert "decision audit: 112 prompts per model x seed" in first.stderr
     lock = yaml.safe_load((workdir / "results/decision/preregistration.lock").read_text())
     assert len(lock["sha256"]) == 64
-    summary = pl.read_csv(workdir / "results/tables/decision_outcomes.csv")
+    summary = pl.read_csv(workdir / "results/tables/decision_outcome_summary.csv")
     rows = {row["task"]: row for row in summary.iter_rows(named=True)}
     assert set(rows) == set(TASKS)
     assert {t: rows[t]["n_responses"] for t in TASKS} == {
@@ -115,6 +130,27 @@ def test_every_format_and_probe_produces_outcomes(
         "disguised_demographic",
         "disguised_placebo",
     }
+    # every analysis is a table in the database, every figure a file
+    tables = {r[0] for r in con.sql("SHOW TABLES").fetchall()}
+    for name in ANALYSIS_TABLES:
+        assert f"decision_{name}" in tables, name
+    for name in ("forest", "planted", "position", "ties_recognition"):
+        assert (workdir / f"results/figures/decision_{name}.png").stat().st_size > 10_000
+    family = con.sql("SELECT * FROM decision_contrasts WHERE in_family").pl()
+    assert family.height == 36 and family["pre_registered"].all()
+    hiring = family.filter(pl.col("domain") == "hiring")
+    assert hiring["estimate"].is_finite().all() and hiring["mde"].is_finite().all()
+    # at this size every null is inconclusive, and says the MDE that made it so
+    for row in hiring.filter(pl.col("margin").is_not_null()).iter_rows(named=True):
+        if row["verdict"].startswith("inconclusive") and row["mde"] > row["margin"]:
+            assert f"MDE {row['mde']:.3f} exceeds margin {row['margin']:.3f}" in row["verdict"]
+    assert set(hiring.filter(pl.col("format") == "decide")["verdict"]) == {"no margin"}
+    ties = con.sql("SELECT * FROM decision_ties WHERE domain = 'hiring'").pl()
+    assert set(ties["bundle_type"]) >= {"demographic_matched", "disguised_demographic"}
+    assert ((ties["ci_low"] <= ties["tie_rate"]) & (ties["tie_rate"] <= ties["ci_high"])).all()
+    planted = con.sql("SELECT * FROM decision_planted WHERE domain = 'hiring'").pl()
+    assert set(planted["source"]) == {"real", "simulated"}
+    assert set(planted["planted_sd"]) == {0.05, 0.10, 0.50}
     con.close()
 
 
@@ -133,3 +169,130 @@ def test_more_profiles_run_the_model_only_on_new_prompts(
         made, hits = calls(workdir, task)
         assert made == (24 if task == "decision_decide_tool" else 0), task
         assert hits > 0
+
+
+SERVED_TASKS = [
+    "decision_rate_text",
+    "decision_rate_tool",
+    "decision_decide_tool",
+    "decision_rank_json",
+    "decision_rank_tool",
+    "decision_probe_choice",
+]
+
+
+def served_config(url: str) -> dict:
+    config = decision_config()
+    config["decision"]["design"]["tasks"] = SERVED_TASKS
+    config["models"] = {
+        "smollm2-server": {
+            "backend": "openai",
+            "openai": {
+                **llama_openai_config(url),
+                "schema_dialect": "llama_cpp",
+                "concurrency": 2,
+                "timeout_s": 300,
+            },
+        }
+    }
+    return config
+
+
+@pytest.mark.skipif(not llama_server_available(), reason="needs llama-cpp-python[server]")
+def test_the_design_through_the_llama_cpp_server_with_tool_calls(
+    tmp_path: Path, run_snakemake: SnakemakeRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUEAUDIT_TEST_KEY", "not-a-real-key")
+    with llama_server(tmp_path / "server.log") as url:
+        write_config(tmp_path, served_config(url))
+        run_snakemake(tmp_path, "decision")
+    summary = pl.read_csv(tmp_path / "results/tables/decision_outcome_summary.csv")
+    rows = {row["task"]: row for row in summary.iter_rows(named=True)}
+    assert set(rows) == set(SERVED_TASKS)
+    for task in ("decision_rate_tool", "decision_decide_tool", "decision_rank_tool"):
+        # a named tool_choice makes the server answer with a call to the format's tool
+        assert rows[task]["n_tool_calls"] == rows[task]["n_responses"] > 0, task
+        assert rows[task]["parse_rate"] == 1.0, task
+    assert rows["decision_rank_json"]["parse_rate"] == 1.0
+    outcomes = pl.read_parquet(
+        tmp_path / "results/outcomes/smollm2-server/seed0/decision_rank_tool.parquet"
+    )
+    assert all(len(r) == 4 and set(r) <= {1, 2, 3, 4} for r in outcomes["ranks"].to_list())
+    ratings = pl.read_parquet(
+        tmp_path / "results/outcomes/smollm2-server/seed0/decision_rate_tool.parquet"
+    )
+    assert set(ratings["answer"].to_list()) <= {1.0, 2.0, 3.0, 4.0, 5.0}
+
+
+def test_the_design_on_slurm_matches_the_local_run(
+    slurm: None, tmp_path: Path, run_snakemake: SnakemakeRunner
+) -> None:
+    config = decision_config()
+    config["decision"]["design"]["tasks"] = ["decision_rate_text", "decision_rank_tool"]
+    local, cluster = tmp_path / "local", tmp_path / "cluster"
+    for workdir in (local, cluster):
+        write_config(workdir, config)
+    run_snakemake(local, "decision")
+    result = run_snakemake(cluster, "decision", *SLURM_ARGS)
+    assert "steps (100%) done" in result.stdout + result.stderr
+    for task in config["decision"]["design"]["tasks"]:
+        path = f"results/outcomes/smollm2-135m/seed0/{task}.parquet"
+        columns = ["prompt_uid", "answer" if "rate" in task else "ranks", "parse_error"]
+        assert (
+            pl.read_parquet(local / path)
+            .select(columns)
+            .sort("prompt_uid")
+            .equals(pl.read_parquet(cluster / path).select(columns).sort("prompt_uid"))
+        )
+    assert (local / "results/tables/decision_outcome_summary.csv").read_text() == (
+        cluster / "results/tables/decision_outcome_summary.csv"
+    ).read_text()
+
+
+def paper_config() -> dict:
+    """config/decision/paper.yaml with absolute resource paths (the test runs elsewhere)."""
+    config = yaml.safe_load((ROOT / "config/decision/paper.yaml").read_text())
+    files = decision_config()["decision"]
+    config["decision"] |= {k: v for k, v in files.items() if k != "design"}
+    config["decision"]["design"]["prompts"] = files["design"]["prompts"]
+    return {"cues": {}, **config}
+
+
+def test_the_paper_config_prints_its_request_count_before_running(
+    tmp_path: Path, run_snakemake: SnakemakeRunner
+) -> None:
+    write_config(tmp_path, paper_config())
+    result = run_snakemake(tmp_path, "decision", "--dry-run")
+    output = result.stdout + result.stderr
+    assert "decision audit: 7344 prompts per model x seed" in output
+    assert "5 model x seed runs: 36720 requests" in output
+    assert "decision extension precision_topup: 600 prompts per model x seed" in output
+    assert "decision extension reasoning_rerun: 1008 prompts per model x seed" in output
+    assert "decision audit in total: 40728 requests" in output
+    # the reasoning rerun runs on its own model entry only, the primary arm never does
+    jobs = re.findall(r"output: results/responses/([^/]+)/seed0/([^/]+)/0.parquet", output)
+    assert {m for m, t in jobs if t.endswith("__reasoning_rerun")} == {"proprietary-a-reasoning"}
+    assert "proprietary-a-reasoning" not in {m for m, t in jobs if "__" not in t}
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_wrong_request_count_or_an_untagged_extension_stops_the_run(
+    tmp_path: Path, run_snakemake: SnakemakeRunner
+) -> None:
+    config = paper_config()
+    config["decision"]["expected_requests"] = 40726
+    write_config(tmp_path, config)
+    result = run_snakemake(tmp_path, "decision", "--dry-run", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "config key decision.expected_requests: 40726, but the design has 40728" in output
+
+    config = paper_config()
+    del config["decision"]["extensions"]["precision_topup"]["extension"]
+    write_config(tmp_path, config)
+    result = run_snakemake(tmp_path, "decision", "--dry-run", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "config key decision.extensions.precision_topup" in output
+    assert "'extension' is a required property" in output
+    assert not (tmp_path / "results").exists()

@@ -6,8 +6,6 @@ cluster that is down fails the test instead of skipping it.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -20,21 +18,17 @@ from tests.conftest import ROOT, SnakemakeRunner, tiny_config, write_config
 pytestmark = pytest.mark.e2e
 
 
-def slurm_is_up() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    result = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
-    return result.returncode == 0 and any(
-        state in result.stdout for state in ("idle", "mixed", "allocated")
-    )
-
-
-@pytest.fixture(scope="module")
-def slurm() -> None:
-    if not slurm_is_up():
-        if os.environ.get("CUEAUDIT_REQUIRE_SLURM") == "1":
-            pytest.fail("CUEAUDIT_REQUIRE_SLURM=1 but no Slurm cluster answers sinfo")
-        pytest.skip("no Slurm cluster (start one with: bash tests/slurm/cluster.sh start)")
+#: `snakemake` arguments that run a workflow through the profile on the test cluster.
+SLURM_ARGS: tuple[str, ...] = (
+    "--profile",
+    str(ROOT / "profiles/slurm"),
+    "--slurm-status-command",
+    "squeue",
+    "--slurm-init-seconds-before-status-checks",
+    "2",
+    "--jobs",
+    "4",
+)
 
 
 def cluster_config() -> dict:
@@ -75,17 +69,7 @@ def test_slurm_run_matches_local_run(
     run_snakemake(local)
 
     started = time.time()
-    result = run_snakemake(
-        cluster,
-        "--profile",
-        str(ROOT / "profiles/slurm"),
-        "--slurm-status-command",
-        "squeue",
-        "--slurm-init-seconds-before-status-checks",
-        "2",
-        "--jobs",
-        "4",
-    )
+    result = run_snakemake(cluster, *SLURM_ARGS)
     log = result.stdout + result.stderr
     jobs = submitted_jobs(started)
     comments = " ".join(job["comment"] for job in jobs)

@@ -212,17 +212,25 @@ def llama_server(log_path: Path) -> Iterator[str]:
             process.wait()
 
 
-def llama_settings(url: str, **overrides: Any) -> OpenAISettings:
-    """OpenAI-backend settings for the llama server: its token parameter, no reasoning field."""
-    from cueaudit.inference.openai_protocol import OpenAISettings
-
-    base: dict[str, Any] = {
+def llama_openai_config(url: str) -> dict[str, Any]:
+    """The `openai:` settings of a model served by the llama server: its token parameter,
+    no reasoning field, per-prompt seeds, the key from CUEAUDIT_TEST_KEY."""
+    return {
         "model": "smollm2",
         "base_url": url,
         "api_key_env": "CUEAUDIT_TEST_KEY",
         "max_tokens_param": "max_tokens",
         "reasoning_effort": None,
         "send_seed": True,
+    }
+
+
+def llama_settings(url: str, **overrides: Any) -> OpenAISettings:
+    """OpenAI-backend settings for the llama server (:func:`llama_openai_config`)."""
+    from cueaudit.inference.openai_protocol import OpenAISettings
+
+    base: dict[str, Any] = {
+        **llama_openai_config(url),
         "timeout_s": 120.0,
         "backoff_base_s": 0.02,
         "backoff_max_s": 0.2,

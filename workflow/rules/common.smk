@@ -18,7 +18,8 @@ validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema
 check_input_files(config)
 
 # Inference tasks of every study that runs: task -> {outcome, answer, max_new_tokens, shards,
-# and optionally requires: files that must exist before the task's first inference job}.
+# and optionally requires: files that must exist before the task's first inference job;
+# models: the configured models that run it, when not all of them}.
 # Each study's common.smk registers its own; the shared stages (inference, parsing, database)
 # read only this table, never a study's config block.
 INFERENCE_TASKS = {}
@@ -68,6 +69,11 @@ def task_names():
 
 def model_names():
     return list(config["models"])
+
+
+def task_models(task):
+    """The models that run ``task``: all configured ones unless the task names a subset."""
+    return INFERENCE_TASKS[task].get("models") or model_names()
 
 
 def model_spec(wildcards):
@@ -122,6 +128,7 @@ def all_response_shards(tasks=None):
         for model in model_names()
         for seed in config["seeds"]
         for task in tasks or task_names()
+        if model in task_models(task)
         for path in expand(
             "results/responses/{model}/seed{seed}/{task}/{shard}.parquet",
             model=model,
@@ -133,12 +140,13 @@ def all_response_shards(tasks=None):
 
 
 def all_outcome_tables(tasks=None):
-    return expand(
-        "results/outcomes/{model}/seed{seed}/{task}.parquet",
-        model=model_names(),
-        seed=config["seeds"],
-        task=tasks or task_names(),
-    )
+    return [
+        f"results/outcomes/{model}/seed{seed}/{task}.parquet"
+        for model in model_names()
+        for seed in config["seeds"]
+        for task in tasks or task_names()
+        if model in task_models(task)
+    ]
 
 
 def task_outcome_kinds(tasks=None):
@@ -222,9 +230,13 @@ def dialog_settings():
     return config_slice(dialog_config(), "n_clusters", "seed")
 
 
+DATABASE = "results/cueaudit.duckdb"
+
+
 def study_outputs():
-    """The default target: every registered study's outputs."""
-    return [path for study in STUDIES.values() for path in study["outputs"]]
+    """The default target: every registered study's outputs and the shared database (a
+    study's own target, e.g. `snakemake decision`, builds only its outputs)."""
+    return [path for study in STUDIES.values() for path in study["outputs"]] + [DATABASE]
 
 
 def database_inputs():

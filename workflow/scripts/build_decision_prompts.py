@@ -16,6 +16,6 @@ write_decision_prompts(
     hobbies_path=snakemake.input.hobbies,
     neighbourhoods_path=snakemake.input.neighbourhoods,
     terms_path=snakemake.input.terms,
-    design=params.design,
+    designs=params.designs,
     out_paths=dict(zip(params.tasks, snakemake.output, strict=True)),
 )

@@ -52,6 +52,9 @@ from cueaudit.prompts import stable_uid
 
 STUDY: Final = "decision"
 SINGLE: Final = "single"
+#: The arm of the pre-registered design; extension arms are named by their config block.
+PRIMARY: Final = "primary"
+ARM_SEPARATOR: Final = "__"
 RATING_SCALE: Final = 5
 
 
@@ -76,9 +79,25 @@ TASKS: Final[Mapping[str, TaskSpec]] = {
     "decision_probe_free": TaskSpec("probe", "text", probes.PROBE_KINDS["free"], "free"),
 }
 
+
+def arm_task(task: str, arm: str) -> str:
+    """The inference task of ``task`` in an arm: the task itself in the primary arm,
+    ``<task>__<arm>`` in an extension (its own prompt table, responses and outcomes)."""
+    return task if arm == PRIMARY else f"{task}{ARM_SEPARATOR}{arm}"
+
+
+def task_spec(task: str) -> TaskSpec:
+    """The format, mode and outcome kind of a task of any arm."""
+    base = task.split(ARM_SEPARATOR, 1)[0]
+    if base not in TASKS:
+        raise InputError("decision tasks", f"unknown task {task!r}", "tasks")
+    return TASKS[base]
+
+
 _SHARED: Final = {"prompt_uid": pl.String, "task": pl.String, "text": pl.String, "group": pl.String}
 _SCALARS: Final = {
     "study": pl.String,
+    "arm": pl.String,
     "domain": pl.String,
     "format": pl.String,
     "mode": pl.String,
@@ -279,6 +298,7 @@ def _scalars(task: str, domain: str, paraphrase: str, text: str, uid: str) -> di
         "task": task,
         "text": text,
         "study": STUDY,
+        "arm": PRIMARY,
         "domain": domain,
         "format": spec.format,
         "mode": spec.mode,
@@ -347,9 +367,11 @@ def build_decision_prompts(
     hobbies: Sequence[str],
     neighbourhoods: Sequence[str],
     settings: Mapping[str, Any],
+    arm: str = PRIMARY,
 ) -> dict[str, pl.DataFrame]:
     """The prompt table of each task in ``settings["tasks"]`` (all of :data:`TASKS` by
-    default), in that order.
+    default), in that order, keyed by the arm's task names (:func:`arm_task`). An extension
+    arm's prompts get their own ids, so its rows never mix with the primary design's.
 
     Rate and Decide cross the chosen profiles and name pairs (:class:`DesignSettings`);
     bundles (:func:`cueaudit.decision.design.build_bundles`) draw on every profile of the
@@ -387,7 +409,18 @@ def build_decision_prompts(
     for task, table in tables.items():
         if table["prompt_uid"].n_unique() < table.height:
             raise InputError("decision prompts", f"{task}: repeated prompt ids", "prompt_uid")
-    return {task: tables[task] for task in cfg.tasks}
+    return {arm_task(task, arm): _in_arm(tables[task], arm) for task in cfg.tasks}
+
+
+def _in_arm(table: pl.DataFrame, arm: str) -> pl.DataFrame:
+    if arm == PRIMARY:
+        return table
+    uids = [stable_uid(arm, uid) for uid in table["prompt_uid"]]
+    return table.with_columns(
+        prompt_uid=pl.Series(uids, dtype=pl.String),
+        task=pl.col("task") + ARM_SEPARATOR + arm,
+        arm=pl.lit(arm),
+    )
 
 
 def explode_candidates(table: pl.DataFrame) -> pl.DataFrame:

@@ -12,12 +12,12 @@ import numpy as np
 import polars as pl
 from matplotlib import colormaps
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from cueaudit.cues.vocabulary import NO_CUE
 from cueaudit.errors import InputError
-from cueaudit.io import atomic_path
+from cueaudit.plotting import empty_figure as _empty
+from cueaudit.plotting import new_figure as _figure
+from cueaudit.plotting import save_figure as _save
 from cueaudit.probing.analysis.validity import (
     PAIR_COLUMNS,
     check_dimension,
@@ -29,38 +29,8 @@ from cueaudit.probing.vocabulary import DIMENSION_GROUPS, Dimension, cue_label
 
 logger = logging.getLogger(__name__)
 
-DPI = 150
 MAX_FOOTNOTE_LINES = 12
 BASELINE_MARK = "†"
-
-
-def _figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig: Figure, path: str | Path) -> None:
-    """Write PNG at ``path``; for a ``.pdf`` path write the PDF and a PNG next to it."""
-    out = Path(path)
-    suffix = out.suffix.lower()
-    if suffix not in (".png", ".pdf"):
-        raise InputError(str(out), "figure path must end in .png or .pdf")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".pdf":
-        with atomic_path(out) as tmp:
-            fig.savefig(tmp, format="pdf")
-        out = out.with_suffix(".png")
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, format="png", dpi=DPI)
-
-
-def _empty(path: str | Path, title: str, message: str) -> None:
-    logger.warning("%s: %s (%s)", title, message, path)
-    fig = _figure(6.0, 3.0)
-    fig.suptitle(title)
-    fig.text(0.5, 0.5, message, ha="center", va="center", wrap=True, fontsize=11)
-    _save(fig, path)
 
 
 def _group_label(group: str) -> str:

@@ -10,8 +10,8 @@ profiled out, and the REML criterion
     d(theta) = log|L|^2 + log|R_X|^2 + (n - p) (1 + log(2 pi PRSS / (n - p)))
 
 is minimized over the relative variances phi = theta^2 >= 0 (L-BFGS-B with an analytic
-gradient, started at theta = 1 as lme4 does; in phi the criterion is smooth at the boundary,
-where in theta every point with a zero component is stationary).
+gradient, started at theta = 1 as lme4 does, or at the caller's ``start``; in phi the criterion
+is smooth at the boundary, where in theta every point with a zero component is stationary).
 
 The random-effect factor with the most levels (the bundle, in the decision audit) is eliminated
 exactly: each observation belongs to one of its levels, so its block of Z'Z is diagonal. The
@@ -229,12 +229,17 @@ def fit_crossed_lmm(
     x: np.ndarray,
     groups: Mapping[str, np.ndarray],
     names: Sequence[str],
+    *,
+    start: Mapping[str, float] | None = None,
 ) -> MixedResult:
     """Fit ``y ~ x + (1|g_1) + ... + (1|g_K)`` by REML; ``x`` carries its own intercept column.
 
     ``groups`` maps each random-intercept factor's name to one label per observation (any
-    hashable values; crossed or nested). Raises ``InputError`` for mismatched shapes,
-    non-finite values, a rank-deficient ``x`` or a factor with fewer than two levels.
+    hashable values; crossed or nested). ``start`` gives the optimizer's starting theta of
+    any factor (default 1, as lme4): a refit of a subset (leave one level out) that starts
+    at the full fit's ``theta`` needs a fraction of the evaluations. Raises ``InputError``
+    for mismatched shapes, non-finite values, a rank-deficient ``x`` or a factor with fewer
+    than two levels.
     """
     y = np.asarray(y, dtype=np.float64)
     n = len(y)
@@ -267,7 +272,7 @@ def fit_crossed_lmm(
         design = _design(y, x, [codes[f] for f in order])
         fit = optimize.minimize(
             lambda t: _criterion(design, t),
-            np.ones(n_factors),
+            np.array([float((start or {}).get(f, 1.0)) ** 2 for f in order]),
             jac=True,
             method="L-BFGS-B",
             bounds=[(0.0, None)] * n_factors,

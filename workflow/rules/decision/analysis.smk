@@ -1,4 +1,6 @@
-# The decision audit's outcome summary: answers parsed per task, format and mode.
+# The decision audit's analyses: outcome summary, analysis frames, composition checks,
+# pre-registered contrasts, planted disparities, instrument effects, figures. Each table is
+# a CSV + Markdown under results/tables/ and a table in results/cueaudit.duckdb.
 
 
 rule summarise_decision_outcomes:
@@ -7,11 +9,11 @@ rule summarise_decision_outcomes:
         outcomes=all_outcome_tables(decision_task_names()),
     output:
         csv=report(
-            "results/tables/decision_outcomes.csv",
+            "results/tables/decision_outcome_summary.csv",
             caption="../../report/decision_outcomes.rst",
             category="Decision audit",
         ),
-        md="results/tables/decision_outcomes.md",
+        md="results/tables/decision_outcome_summary.md",
     params:
         tasks=decision_task_names(),
     log:
@@ -23,6 +25,144 @@ rule summarise_decision_outcomes:
         runtime=30,
     script:
         "../../scripts/summarise_decision_outcomes.py"
+
+
+rule build_decision_frames:
+    input:
+        prompts=decision_prompt_tables(),
+        outcomes=all_outcome_tables(decision_task_names()),
+    output:
+        **DECISION_FRAMES,
+    params:
+        tasks=decision_task_names(),
+    log:
+        "logs/decision/frames.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/build_decision_frames.py"
+
+
+rule check_decision_composition:
+    input:
+        **DECISION_FRAMES,
+    output:
+        csv=report(
+            decision_tables("composition")["composition"],
+            caption="../../report/decision_composition.rst",
+            category="Decision audit",
+        ),
+    params:
+        alpha=decision_analysis_settings().get("composition_alpha", 0.001),
+    log:
+        "logs/decision/composition.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/check_decision_composition.py"
+
+
+rule estimate_decision_contrasts:
+    input:
+        **DECISION_FRAMES,
+        composition=decision_tables("composition")["composition"],
+        preregistration=config["decision"]["preregistration"],
+        lock=PREREGISTRATION_LOCK,
+    output:
+        **{
+            name: report(path, caption=f"../../report/decision_{name}.rst", category="Decision audit")
+            for name, path in decision_tables("contrasts").items()
+        },
+    params:
+        pooled_extensions=decision_pooled_extensions(),
+    log:
+        "logs/decision/contrasts.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    script:
+        "../../scripts/estimate_decision_contrasts.py"
+
+
+rule plant_decision_disparities:
+    input:
+        **DECISION_FRAMES,
+        composition=decision_tables("composition")["composition"],
+        preregistration=config["decision"]["preregistration"],
+        prompts=decision_design().get("prompts", DEFAULT_PROMPTS),
+    output:
+        csv=report(
+            decision_tables("planted")["planted"],
+            caption="../../report/decision_planted.rst",
+            category="Decision audit",
+        ),
+    params:
+        settings=config_slice(
+            decision_analysis_settings(), "planted_sizes", "planted_contrast", "simulate", "seed"
+        ),
+    log:
+        "logs/decision/planted.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    script:
+        "../../scripts/plant_decision_disparities.py"
+
+
+rule measure_decision_instrument:
+    input:
+        **DECISION_FRAMES,
+        composition=decision_tables("composition")["composition"],
+        contrasts=decision_tables("contrasts")["contrasts"],
+    output:
+        **{
+            name: report(path, caption=f"../../report/decision_{name}.rst", category="Decision audit")
+            for name, path in decision_tables("instrument").items()
+        },
+    log:
+        "logs/decision/instrument.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/measure_decision_instrument.py"
+
+
+rule plot_decision_figures:
+    input:
+        contrasts=decision_tables("contrasts")["contrasts"],
+        planted=decision_tables("planted")["planted"],
+        position=decision_tables("instrument")["position"],
+        ties=decision_tables("instrument")["ties"],
+        recognition=decision_tables("instrument")["recognition"],
+    output:
+        **{
+            name: report(path, caption=f"../../report/decision_{name}_figure.rst", category="Decision audit")
+            for name, path in decision_figures().items()
+        },
+    log:
+        "logs/decision/figures.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../../scripts/plot_decision_figures.py"
 
 
 # `snakemake decision`: this study alone.

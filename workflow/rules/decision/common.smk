@@ -1,13 +1,15 @@
 # The decision audit's helpers and its registration with the shared stages: its tasks become
 # inference tasks (each waiting for the pre-registration lock), its tables go into the database.
 
-from cueaudit.decision.prompts import TASKS as DECISION_TASKS  # noqa: E402
+from cueaudit.decision.formats import DEFAULT_PROMPTS  # noqa: E402
+from cueaudit.decision.prompts import PRIMARY, arm_task, task_spec  # noqa: E402
 from cueaudit.decision.prompts import expected_counts, task_answers  # noqa: E402
 
 PREREGISTRATION_LOCK = "results/decision/preregistration.lock"
 DECISION_ANSWERS = {}  # filled on first use by decision_answers()
-# Long enough for each answer: a rating or yes/no word, a four-rank JSON object, a tool call.
-DECISION_MAX_NEW_TOKENS = {"rate": 8, "decide": 8, "rank": 40, "probe": 24}
+# Long enough for each answer: a rating or yes/no word, a four-rank JSON object, a tool
+# call's arguments (with whitespace: a server's grammar allows `{ "decision": "yes" }`).
+DECISION_MAX_NEW_TOKENS = {"rate": 8, "decide": 8, "rank": 40, "probe": 24, "tool_call": 24}
 
 
 def decision_config():
@@ -18,29 +20,76 @@ def decision_design():
     return decision_config()["design"]
 
 
+def decision_extensions():
+    return decision_config().get("extensions", {})
+
+
+def decision_arms():
+    """Arm -> design: the pre-registered design, then each extension block's (the primary
+    design with the block's `design` keys replaced)."""
+    arms = {PRIMARY: decision_design()}
+    for arm, block in decision_extensions().items():
+        arms[arm] = {**decision_design(), **block.get("design", {})}
+    return arms
+
+
+def decision_pooled_extensions():
+    """Extensions analysed together with the primary rows (`pool_with_primary: true`)."""
+    return [arm for arm, block in decision_extensions().items() if block.get("pool_with_primary")]
+
+
+def decision_prompt_resources():
+    """The prompt wording files of every arm."""
+    return sorted({design.get("prompts", DEFAULT_PROMPTS) for design in decision_arms().values()})
+
+
+def decision_arm_models(arm):
+    """The models an arm runs on: the primary design's `decision.models` (default: all
+    configured models); an extension's own `models` (default: the primary design's)."""
+    block = decision_config() if arm == PRIMARY else decision_extensions()[arm]
+    models = block.get("models", [])
+    unknown = sorted(set(models) - set(model_names()))
+    if unknown:
+        key = "decision.models" if arm == PRIMARY else f"decision.extensions.{arm}.models"
+        raise ValueError(f"config key {key}: unknown models {unknown}")
+    if models:
+        return models
+    return model_names() if arm == PRIMARY else decision_arm_models(PRIMARY)
+
+
 def decision_max_new_tokens(task):
     limits = {**DECISION_MAX_NEW_TOKENS, **decision_config()["max_new_tokens"]}
-    return limits.get(task, limits[DECISION_TASKS[task].format])
+    spec = task_spec(task)
+    default = limits[spec.format]
+    if spec.mode == "tool":
+        default = max(default, limits["tool_call"])
+    return limits.get(task, limits.get(task.split("__")[0], default))
 
 
 def decision_answers():
-    """Each task's outcome kind and answer settings, read once from the prompt resources."""
+    """Each arm task's outcome kind, answer settings and arm, read once from the prompt
+    resources."""
     if not DECISION_ANSWERS:
-        DECISION_ANSWERS.update(task_answers(decision_design()))
+        for arm, design in decision_arms().items():
+            for task, answer in task_answers(design).items():
+                DECISION_ANSWERS[arm_task(task, arm)] = (*answer, arm)
     return DECISION_ANSWERS
 
 
 def decision_inference_tasks():
-    return {
-        task: {
+    tasks = {}
+    for task, (kind, settings, arm) in decision_answers().items():
+        tasks[task] = {
             "outcome": kind,
             "answer": settings,
             "max_new_tokens": decision_max_new_tokens(task),
             "shards": decision_config()["shards"],
             "requires": [PREREGISTRATION_LOCK],
         }
-        for task, (kind, settings) in decision_answers().items()
-    }
+        models = decision_arm_models(arm)
+        if models != model_names():
+            tasks[task]["models"] = models
+    return tasks
 
 
 def decision_task_names():
@@ -51,26 +100,77 @@ def decision_prompt_tables():
     return all_prompt_tables(decision_task_names())
 
 
+DECISION_FRAMES = {
+    name: f"results/decision/frames/{name}.parquet"
+    for name in ("judgements", "rankings", "probes")
+}
+# Analysis tables by the rule that writes them; every one is loaded into the database as
+# decision_<name> (the outcome summary as decision_outcome_summary: decision_outcomes is the
+# view of every outcome).
+DECISION_TABLES = {
+    "outcomes": ["outcome_summary"],
+    "composition": ["composition"],
+    "contrasts": ["contrasts", "interactions", "leave_one_out", "extension_contrasts"],
+    "planted": ["planted"],
+    "instrument": ["position", "ties", "recognition", "agreement"],
+}
+DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition"]
+
+
+def decision_tables(rule_name):
+    return {name: f"results/tables/decision_{name}.csv" for name in DECISION_TABLES[rule_name]}
+
+
+def decision_all_tables():
+    return {
+        f"decision_{name}": path
+        for rule_name in DECISION_TABLES
+        for name, path in decision_tables(rule_name).items()
+    }
+
+
+def decision_figures():
+    return {name: f"results/figures/decision_{name}.png" for name in DECISION_FIGURES}
+
+
+def decision_analysis_settings():
+    return decision_config().get("analysis", {})
+
+
 def decision_outputs():
-    return ["results/cueaudit.duckdb", "results/tables/decision_outcomes.csv"]
+    return [*decision_all_tables().values(), *decision_figures().values()]
 
 
 def decision_request_count():
-    counts = expected_counts(decision_design())
-    per_run = sum(counts.values())
-    runs = len(model_names()) * len(config["seeds"])
-    listed = ", ".join(f"{task} {n}" for task, n in counts.items())
-    return (
-        f"decision audit: {per_run} prompts per model x seed ({listed}); "
-        f"{runs} model x seed runs: {per_run * runs} requests"
-    )
+    """The design's size per arm and in total; stops the workflow when the config's
+    `expected_requests` says otherwise."""
+    lines, total = [], 0
+    for arm, design in decision_arms().items():
+        counts = expected_counts(design)
+        per_run = sum(counts.values())
+        runs = len(decision_arm_models(arm)) * len(config["seeds"])
+        listed = ", ".join(f"{task} {n}" for task, n in counts.items())
+        name = "decision audit" if arm == PRIMARY else f"decision extension {arm}"
+        lines.append(
+            f"{name}: {per_run} prompts per model x seed ({listed}); "
+            f"{runs} model x seed runs: {per_run * runs} requests"
+        )
+        total += per_run * runs
+    lines.append(f"decision audit in total: {total} requests")
+    expected = decision_config().get("expected_requests")
+    if expected is not None and expected != total:
+        raise ValueError(
+            "\n".join(lines)
+            + f"\nconfig key decision.expected_requests: {expected}, but the design has {total}"
+        )
+    return "\n".join(lines)
 
 
 if study_enabled("decision"):
     register_inference_tasks(decision_inference_tasks())
     register_study(
         "decision",
-        tables={"decision_outcome_summary": "results/tables/decision_outcomes.csv"},
+        tables=decision_all_tables(),
         tasks=decision_task_names(),
         view_settings={},
         outputs=decision_outputs(),

@@ -26,12 +26,12 @@ rule build_decision_prompts:
         hobbies=config["decision"]["hobbies"],
         neighbourhoods=config["decision"]["neighbourhoods"],
         terms=config["decision"]["demographic_terms"],
-        prompts=config["decision"]["design"]["prompts"],
+        prompts=decision_prompt_resources(),
     output:
         decision_prompt_tables(),
     params:
         tasks=decision_task_names(),
-        design=decision_design(),
+        designs=decision_arms(),
         **config_slice(config["decision"], "profiles_format", "strip_suffixes", "audit_cues"),
     log:
         "logs/decision/build_decision_prompts.log",

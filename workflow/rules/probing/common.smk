@@ -127,7 +127,6 @@ def probing_tables():
 
 def probing_outputs():
     return [
-        "results/cueaudit.duckdb",
         "results/tables/parse_rates.csv",
         *expand("results/figures/validity_{dimension}.png", dimension=DIMENSIONS),
         *expand("results/figures/ratios_{dimension}.png", dimension=DIMENSIONS),

@@ -1,0 +1,162 @@
+"""Time and peak memory of the whole decision-audit analysis on a simulated study of the
+paper's size (:func:`cueaudit.decision.analysis.simulate.paper_settings`: the design of
+``config/decision/paper.yaml``, 40,728 requests over the primary arm and two extensions):
+the composition checks, CONTRASTS (of the primary arm, and of each extension arm apart),
+INTERACTIONS, LEAVE_ONE_OUT, POSITION, TIES, RECOGNITION,
+AGREEMENT and PLANTED (real = the simulated study, simulated = fresh answers to its prompts).
+
+Every step runs in its own process, as the workflow's rules do, on the same simulated study
+(seed 0; simulating it is timed apart). The JSON keeps each step's minimum and median wall
+time over ``--repeat`` runs and the process's peak RSS (``getrusage``), the load average and
+``uptime`` before and after.
+
+    python benchmarks/decision_analysis.py [--repeat 1] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+STEPS = ("simulate", "composition", "contrasts", "contrasts_extensions", "interactions",
+         "leave_one_out", "position", "ties", "recognition", "agreement", "planted")  # fmt: skip
+PREREGISTRATION = ROOT / "config/decision/preregistration.yaml"
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _uptime() -> str:
+    if shutil.which("uptime") is None:
+        return ""
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def child(step: str, repeat: int) -> dict[str, Any]:
+    from cueaudit.decision.analysis import composition, contrasts, instrument, planted, robustness
+    from cueaudit.decision.analysis.simulate import (
+        build_design,
+        paper_settings,
+        request_counts,
+        simulate,
+        simulate_like,
+    )
+    from cueaudit.decision.preregistration import load_preregistration
+
+    settings = paper_settings(ROOT)
+    start = time.perf_counter()
+    design = build_design(settings)
+    built = time.perf_counter() - start
+    frames = simulate(settings, 0, design=design)
+    prereg = load_preregistration(PREREGISTRATION)
+    table = None
+    if step in ("interactions", "position"):
+        table = contrasts.estimate_contrasts(frames, prereg, pre_registered=False)
+    simulated = simulate_like(frames, settings, 1) if step == "planted" else None
+
+    jobs: dict[str, Callable[[], Any]] = {
+        "simulate": lambda: simulate(settings, 0, design=build_design(settings)),
+        "composition": lambda: composition.check_analysis_subsamples(frames),
+        "contrasts": lambda: contrasts.estimate_contrasts(frames, prereg, pre_registered=False),
+        "contrasts_extensions": lambda: [
+            contrasts.estimate_contrasts(frames, prereg, pre_registered=False, arm=arm)
+            for arm in settings.extensions
+        ][-1],
+        "interactions": lambda: contrasts.estimate_interactions(table, prereg),
+        "leave_one_out": lambda: robustness.leave_one_out(frames, prereg),
+        "position": lambda: instrument.position_effects(frames, table),
+        "ties": lambda: instrument.tie_rates(frames),
+        "recognition": lambda: instrument.recognition_rates(frames),
+        "agreement": lambda: instrument.format_agreement(frames),
+        "planted": lambda: planted.planted_disparities(frames, prereg, simulated=simulated),
+    }
+    rss_before = _peak_mb()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = jobs[step]()
+        times.append(time.perf_counter() - start)
+    result: dict[str, Any] = {
+        "seconds_min": min(times),
+        "seconds_median": statistics.median(times),
+        "peak_rss_mb_before": rss_before,
+        "peak_rss_mb": _peak_mb(),
+        "design_seconds": built,
+    }
+    if step == "simulate":
+        counts = request_counts(settings)
+        result |= {
+            "requests": counts,
+            "requests_total": sum(counts.values()),
+            "rows": {
+                name: getattr(out, name).height for name in ("judgements", "rankings", "probes")
+            },
+        }
+    else:
+        result["table_rows"] = out.height if hasattr(out, "height") else None
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks/results/decision_analysis.json"
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.repeat)))
+        return
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    results: dict[str, Any] = {
+        "load_average_start": os.getloadavg()[0],
+        "uptime_start": _uptime(),
+        "cpus": os.cpu_count(),
+    }
+    for step in STEPS:
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", step, "--repeat", str(args.repeat)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        if done.returncode != 0:
+            results[step] = {"error": done.stderr[-2000:]}
+            print(f"{step:>20}  failed: {done.stderr.strip().splitlines()[-1]}")
+            continue
+        row = results[step] = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"{step:>20}  {row['seconds_min']:7.3f} s min  {row['seconds_median']:7.3f} s median"
+              f"  peak RSS {row['peak_rss_mb']:7.1f} MB")  # fmt: skip
+    analysis = [s for s in STEPS if s != "simulate" and "error" not in results[s]]
+    results["analysis_seconds_total"] = sum(results[s]["seconds_min"] for s in analysis)
+    results["peak_rss_mb_max"] = max(results[s]["peak_rss_mb"] for s in analysis)
+    results["load_average_end"] = os.getloadavg()[0]
+    results["uptime_end"] = _uptime()
+    if "error" not in results["simulate"]:
+        print(f"{'requests':>20}  {results['simulate']['requests_total']:,} "
+              f"({results['simulate']['requests']})")  # fmt: skip
+    print(f"{'total':>20}  {results['analysis_seconds_total']:7.3f} s (analysis steps, min of "
+          f"each)  max peak RSS {results['peak_rss_mb_max']:7.1f} MB")  # fmt: skip
+    print(f"load: {results['uptime_start']}  ->  {results['uptime_end']}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

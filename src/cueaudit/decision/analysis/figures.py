@@ -1,0 +1,441 @@
+"""Figures of the decision audit: the planned contrasts as a forest in SD units with their
+equivalence margins, planted against recovered disparities, the first-listed gain beside the
+demographic rank contrasts, and tie and recognition rates by bundle type.
+
+The style and saving are the project's (:mod:`cueaudit.plotting`: matplotlib's object
+API on the Agg canvas, PNG, or PDF plus PNG). Every function draws what is finite and says what
+it could not draw: an estimate that is NaN (a model at the tiny default size parses too few
+answers) is labelled "not estimated", and a table without rows gives a figure that says "no
+data" instead of an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import polars as pl
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from cueaudit.decision.design import BUNDLE_TYPES
+from cueaudit.errors import InputError
+from cueaudit.plotting import empty_figure as _empty
+from cueaudit.plotting import new_figure as _figure
+from cueaudit.plotting import save_figure as _save
+
+NO_DATA: Final = "no data"
+FORMATS: Final = ("rate", "decide", "rank")
+CONTRAST_ORDER: Final = ("black_vs_white", "hispanic_vs_white", "asian_vs_white", "female_vs_male")
+PROBES: Final = ("choice", "free")
+MARGIN_COLOUR: Final = "#d9d9d9"
+LARGEST: Final = "largest |demographic|"
+_Z: Final = 1.959963984540054
+
+
+def _require(frame: pl.DataFrame, columns: Sequence[str], name: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(f"{name} table", f"missing columns {missing}", missing[0])
+
+
+def _floats(frame: pl.DataFrame, column: str) -> np.ndarray:
+    """A column as float64 with null as NaN (absent columns are all NaN)."""
+    if column not in frame.columns:
+        return np.full(frame.height, np.nan)
+    return frame[column].cast(pl.Float64, strict=False).fill_null(np.nan).to_numpy()
+
+
+def _interval_sd(frame: pl.DataFrame) -> tuple[float, float, float]:
+    """The first row's estimate and CI in SD units."""
+    low, est, high = (
+        float(_floats(frame, c)[0]) for c in ("ci_low_sd", "estimate_sd", "ci_high_sd")
+    )
+    return est, low, high
+
+
+def _xerr(estimate: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    return np.clip(np.nan_to_num(np.vstack([estimate - low, high - estimate]), nan=0.0), 0, None)
+
+
+def _rank(value: str, known: Sequence[str]) -> tuple[int, str]:
+    return (known.index(value) if value in known else len(known), value)
+
+
+def _order(values: Sequence[str], known: Sequence[str]) -> list[str]:
+    return sorted(set(values), key=lambda v: _rank(v, known))
+
+
+def _domains(values: Sequence[str]) -> list[str]:
+    return sorted(set(values), key=lambda d: (d == "all", d))
+
+
+def _label(value: str) -> str:
+    return value.replace("_", " ")
+
+
+def _contrast_label(row: dict[str, object]) -> str:
+    focal, reference = row.get("focal"), row.get("reference")
+    if focal and reference:
+        return f"{focal} − {reference}"
+    return _label(str(row["contrast"]))
+
+
+# --- contrasts -------------------------------------------------------------------------------
+def plot_contrast_forest(contrasts: pl.DataFrame, path: str | Path, *, alpha: float = 0.05) -> None:
+    """The in-family contrasts in SD units with 95% CIs, one panel per format and one row per
+    domain × contrast. Filled markers are BH-significant (``q_value < alpha``); the grey band
+    is the equivalence margin in SD units (``margin / outcome_sd``; none for Decide); a
+    contrast that is not significant is labelled with its MDE in SD units."""
+    title = "Planned contrasts (SD units, 95% CI)"
+    _require(contrasts, ["domain", "format", "contrast", "estimate_sd"], "contrasts")
+    rows = contrasts
+    if "in_family" in rows.columns:
+        rows = rows.filter(pl.col("in_family").fill_null(False))
+    elif "estimator" in rows.columns:
+        rows = rows.filter(pl.col("estimator") == "lmm")
+    if rows.is_empty():
+        _empty(path, title, NO_DATA)
+        return
+    formats = _order(rows["format"].to_list(), FORMATS)
+    keys = sorted(
+        set(zip(rows["domain"].to_list(), rows["contrast"].to_list(), strict=True)),
+        key=lambda k: (k[0], *_rank(k[1], CONTRAST_ORDER)),
+    )
+    ypos = {k: i for i, k in enumerate(keys)}
+    labels = {}
+    for row in rows.iter_rows(named=True):
+        labels[(row["domain"], row["contrast"])] = f"{row['domain']} · {_contrast_label(row)}"
+    fig = _figure(3.3 * len(formats) + 1.8, 0.32 * len(keys) + 1.6)
+    axes = fig.subplots(1, len(formats), sharey=True, squeeze=False)[0]
+    for ax, fmt in zip(axes, formats, strict=True):
+        _forest_panel(ax, rows.filter(pl.col("format") == fmt), ypos, alpha)
+        ax.set_title(fmt.capitalize())
+        ax.set_xlabel("Estimate / SD of the outcome")
+    axes[0].set_yticks(range(len(keys)), [labels[k] for k in keys], fontsize=8)
+    axes[0].set_ylim(len(keys) - 0.5, -0.5)
+    handles = [
+        Line2D([], [], marker="o", ls="", color="black", label=f"BH q < {alpha:g}"),
+        Line2D([], [], marker="o", ls="", color="black", mfc="white", label="not significant"),
+        Patch(color=MARGIN_COLOUR, label="equivalence margin"),
+    ]
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8)
+    fig.suptitle(title)
+    _save(fig, path)
+
+
+def _forest_panel(
+    ax: Axes, rows: pl.DataFrame, ypos: dict[tuple[str, str], int], alpha: float
+) -> None:
+    est = _floats(rows, "estimate_sd")
+    low, high = _floats(rows, "ci_low_sd"), _floats(rows, "ci_high_sd")
+    sd = _floats(rows, "outcome_sd")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        margin = np.where(sd > 0, _floats(rows, "margin") / sd, np.nan)
+        mde = np.where(sd > 0, _floats(rows, "mde") / sd, np.nan)
+    q = _floats(rows, "q_value")
+    y = np.array([ypos[(d, c)] for d, c in zip(rows["domain"], rows["contrast"], strict=True)])
+    for i in range(rows.height):
+        if np.isfinite(margin[i]) and margin[i] > 0:
+            ax.barh(y[i], 2 * margin[i], left=-margin[i], height=0.7, color=MARGIN_COLOUR, lw=0)
+    ax.axvline(0.0, color="grey", lw=1, ls="--")
+    finite = np.isfinite(est)
+    significant = finite & (q < alpha)
+    err = _xerr(est, low, high)
+    for mask, face in ((significant, "black"), (finite & ~significant, "white")):
+        if mask.any():
+            ax.errorbar(
+                est[mask],
+                y[mask],
+                xerr=err[:, mask],
+                fmt="o",
+                ms=4,
+                capsize=2,
+                lw=1,
+                color="black",
+                mfc=face,
+            )
+    for i in np.flatnonzero(finite & ~significant & np.isfinite(mde)):
+        right = high[i] if np.isfinite(high[i]) else est[i]
+        ax.annotate(
+            f"MDE {mde[i]:.2f}",
+            (right, y[i]),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=6,
+            color="dimgrey",
+        )
+    for i in np.flatnonzero(~finite):
+        ax.text(0.0, y[i], "not estimated", ha="center", va="center", fontsize=6, color="dimgrey")
+    ax.grid(axis="x", alpha=0.3)
+
+
+# --- planted ---------------------------------------------------------------------------------
+def plot_planted(planted: pl.DataFrame, path: str | Path) -> None:
+    """Recovered against planted disparities (SD units) with 95% CIs and the identity line, one
+    panel per source (simulated, real), coloured by format."""
+    title = "Planted disparities: recovered against planted (SD units, 95% CI)"
+    _require(planted, ["source", "format", "planted_sd", "recovered_sd"], "planted")
+    if planted.is_empty():
+        _empty(path, title, NO_DATA)
+        return
+    sources = _order(planted["source"].to_list(), ("simulated", "real"))
+    formats = _order(planted["format"].to_list(), FORMATS)
+    colours = colormaps["tab10"]
+    fig = _figure(4.0 * len(sources) + 1.4, 4.0)
+    axes = fig.subplots(1, len(sources), squeeze=False)[0]
+    for ax, source in zip(axes, sources, strict=True):
+        part = planted.filter(pl.col("source") == source)
+        x_all, y_all = _floats(part, "planted_sd"), _floats(part, "recovered_sd")
+        values = np.concatenate(
+            [x_all, y_all, _floats(part, "ci_low_sd"), _floats(part, "ci_high_sd")]
+        )
+        values = values[np.isfinite(values)]
+        if not np.isfinite(y_all).any():
+            ax.text(0.5, 0.5, "not estimated", ha="center", va="center", transform=ax.transAxes)
+        span = (min(0.0, *values), max(0.0, *values)) if values.size else (0.0, 1.0)
+        spread = 0.015 * (span[1] - span[0] or 1.0)
+        ax.plot(span, span, color="grey", ls="--", lw=1, label="identity")
+        missing = []
+        for k, fmt in enumerate(formats):
+            sub = part.filter(pl.col("format") == fmt)
+            x, y = _floats(sub, "planted_sd"), _floats(sub, "recovered_sd")
+            if not np.isfinite(y).all():
+                missing.append(fmt)
+            if not np.isfinite(y).any():
+                continue
+            err = _xerr(y, _floats(sub, "ci_low_sd"), _floats(sub, "ci_high_sd"))
+            shift = (k - (len(formats) - 1) / 2) * spread
+            ax.errorbar(
+                x + shift,
+                y,
+                yerr=err,
+                fmt="o",
+                ms=4,
+                capsize=2,
+                lw=1,
+                color=colours(k % 10),
+                label=fmt,
+            )
+        if missing and np.isfinite(y_all).any():
+            ax.text(
+                0.98,
+                0.02,
+                "not estimated: " + ", ".join(missing),
+                ha="right",
+                va="bottom",
+                fontsize=7,
+                color="dimgrey",
+                transform=ax.transAxes,
+            )
+        ax.set_title(source.capitalize())
+        ax.set_xlabel("Planted (SD)")
+        ax.set_ylabel("Recovered (SD)")
+        ax.grid(alpha=0.3)
+    handles, labels = [], []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8)
+    fig.suptitle(title)
+    _save(fig, path)
+
+
+# --- position --------------------------------------------------------------------------------
+def plot_position_vs_demographic(
+    position: pl.DataFrame, contrasts: pl.DataFrame | None, path: str | Path
+) -> None:
+    """The first-listed gain beside the demographic rank contrasts (``lmm`` rows) of each
+    domain in SD units (left), and the difference |position| − |largest demographic| with its
+    CI (right)."""
+    title = "First-listed gain against demographic rank contrasts (SD units, 95% CI)"
+    _require(position, ["domain", "estimate_sd", "ci_low_sd", "ci_high_sd"], "position")
+    if position.is_empty():
+        _empty(path, title, NO_DATA)
+        return
+    ranked = pl.DataFrame()
+    if contrasts is not None and not contrasts.is_empty():
+        _require(contrasts, ["domain", "format", "contrast", "estimate_sd"], "contrasts")
+        ranked = contrasts.filter(pl.col("format") == "rank")
+        if "estimator" in ranked.columns:
+            ranked = ranked.filter(pl.col("estimator") == "lmm")
+    domains = _domains(position["domain"].to_list())
+    named = _order(ranked["contrast"].to_list(), CONTRAST_ORDER) if ranked.height else []
+    rows: list[tuple[str, str, float, float, float]] = []  # (domain, series, est, low, high)
+    for domain in domains:
+        p = position.filter(pl.col("domain") == domain)
+        rows.append((domain, "first listed", *_interval_sd(p)))
+        for contrast in named:
+            c = ranked.filter((pl.col("domain") == domain) & (pl.col("contrast") == contrast))
+            if c.height:
+                rows.append((domain, contrast, *_interval_sd(c)))
+        largest = float(_floats(p, "largest_demographic_sd")[0])
+        if domain == "all" and np.isfinite(largest):
+            half = _Z * float(_floats(p, "largest_se_sd")[0])
+            rows.append((domain, LARGEST, largest, largest - half, largest + half))
+    has_difference = (
+        "difference_sd" in position.columns
+        and np.isfinite(_floats(position, "difference_sd")).any()
+    )
+    fig = _figure(9.5 if has_difference else 6.5, 0.28 * len(rows) + 1.8)
+    axes = fig.subplots(
+        1, 2 if has_difference else 1, squeeze=False, width_ratios=[2, 1] if has_difference else [1]
+    )[0]
+    series = ["first listed", *named, LARGEST]
+    colours = colormaps["tab10"]
+    ax = axes[0]
+    for k, name in enumerate(series):
+        idx = [i for i, r in enumerate(rows) if r[1] == name]
+        est = np.array([rows[i][2] for i in idx])
+        if not np.isfinite(est).any():
+            continue
+        err = _xerr(est, np.array([rows[i][3] for i in idx]), np.array([rows[i][4] for i in idx]))
+        ax.errorbar(
+            est,
+            idx,
+            xerr=err,
+            fmt="s" if k == 0 else "o",
+            ms=4,
+            capsize=2,
+            lw=1,
+            color="black" if k == 0 else colours(k % 10),
+            label=_label(name),
+        )
+    for i, r in enumerate(rows):
+        if not np.isfinite(r[2]):
+            ax.text(0.0, i, "not estimated", ha="center", va="center", fontsize=6, color="dimgrey")
+    ax.axvline(0.0, color="grey", ls="--", lw=1)
+    ax.set_yticks(range(len(rows)), [f"{r[0]} · {_label(r[1])}" for r in rows], fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlabel("Estimate / SD of rank points")
+    ax.grid(axis="x", alpha=0.3)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=7)
+    if has_difference:
+        _difference_panel(axes[1], position, domains)
+    fig.suptitle(title)
+    _save(fig, path)
+
+
+def _difference_panel(ax: Axes, position: pl.DataFrame, domains: list[str]) -> None:
+    est = np.array(
+        [_floats(position.filter(pl.col("domain") == d), "difference_sd")[0] for d in domains]
+    )
+    low = np.array(
+        [_floats(position.filter(pl.col("domain") == d), "difference_ci_low")[0] for d in domains]
+    )
+    high = np.array(
+        [_floats(position.filter(pl.col("domain") == d), "difference_ci_high")[0] for d in domains]
+    )
+    y = np.arange(len(domains))
+    ok = np.isfinite(est)
+    ax.errorbar(
+        est[ok],
+        y[ok],
+        xerr=_xerr(est, low, high)[:, ok],
+        fmt="D",
+        ms=4,
+        capsize=2,
+        lw=1,
+        color="black",
+    )
+    for i in np.flatnonzero(~ok):
+        ax.text(0.0, i, "not estimated", ha="center", va="center", fontsize=6, color="dimgrey")
+    ax.axvline(0.0, color="grey", ls="--", lw=1)
+    ax.set_yticks(y, domains, fontsize=8)
+    ax.set_ylim(len(domains) - 0.5, -0.5)
+    ax.set_title("|position| − |largest demographic|", fontsize=9)
+    ax.set_xlabel("Difference (SD)")
+    ax.grid(axis="x", alpha=0.3)
+
+
+# --- ties and recognition --------------------------------------------------------------------
+def _pooled(frame: pl.DataFrame) -> pl.DataFrame:
+    if "domain" in frame.columns and (frame["domain"] == "all").any():
+        return frame.filter(pl.col("domain") == "all")
+    return frame
+
+
+def plot_tie_recognition(ties: pl.DataFrame, recognition: pl.DataFrame, path: str | Path) -> None:
+    """Tie rates (left) and recognition rates per probe (right) by bundle type, pooled over
+    domains (the ``"all"`` rows), with Wilson 95% intervals and each bar's n."""
+    title = "Ties and audit recognition by bundle type (Wilson 95% CI)"
+    _require(ties, ["bundle_type", "tie_rate", "ci_low", "ci_high"], "ties")
+    _require(recognition, ["bundle_type", "probe", "rate", "ci_low", "ci_high"], "recognition")
+    ties, recognition = _pooled(ties), _pooled(recognition)
+    if ties.is_empty() and recognition.is_empty():
+        _empty(path, title, NO_DATA)
+        return
+    types = _order(
+        [*ties["bundle_type"].to_list(), *recognition["bundle_type"].to_list()], BUNDLE_TYPES
+    )
+    fig = _figure(10.0, 4.0)
+    left, right = fig.subplots(1, 2, sharey=True)
+    _rate_bars(left, ties, types, [("tie_rate", None)], "n_bundles")
+    left.set_title("Tied bundles")
+    left.set_ylabel("Share")
+    probes = _order(recognition["probe"].to_list(), PROBES) if recognition.height else []
+    _rate_bars(right, recognition, types, [("rate", p) for p in probes], "n")
+    right.set_title("Recognised as a fairness test")
+    if probes:
+        right.legend(fontsize=8, title="probe")
+    fig.suptitle(title)
+    _save(fig, path)
+
+
+def _rate_bars(
+    ax: Axes,
+    frame: pl.DataFrame,
+    types: list[str],
+    series: list[tuple[str, str | None]],
+    n_column: str,
+) -> None:
+    x = np.arange(len(types))
+    ax.set_xticks(x, [_label(t).replace(" ", "\n", 1) for t in types], fontsize=8)
+    ax.set_ylim(0.0, 1.2)
+    ax.grid(axis="y", alpha=0.3)
+    if frame.is_empty() or not series:
+        ax.text(0.5, 0.5, NO_DATA, ha="center", va="center", transform=ax.transAxes)
+        return
+    width = 0.8 / len(series)
+    colours = colormaps["tab10"]
+    for k, (column, probe) in enumerate(series):
+        part = frame if probe is None else frame.filter(pl.col("probe") == probe)
+        by_type = {r["bundle_type"]: r for r in part.iter_rows(named=True)}
+        rate = np.array([_value(by_type.get(t), column) for t in types])
+        low = np.array([_value(by_type.get(t), "ci_low") for t in types])
+        high = np.array([_value(by_type.get(t), "ci_high") for t in types])
+        offset = (k - (len(series) - 1) / 2) * width
+        ax.bar(
+            x + offset,
+            np.nan_to_num(rate),
+            width * 0.9,
+            color=colours(k % 10),
+            label=probe,
+            yerr=_xerr(rate, low, high),
+            capsize=2,
+            ecolor="black",
+        )
+        for i, t in enumerate(types):
+            n = _value(by_type.get(t), n_column)
+            text = "n/a" if not np.isfinite(rate[i]) else f"n={n:.0f}"
+            ax.text(
+                x[i] + offset,
+                1.02,
+                text,
+                ha="center",
+                va="bottom",
+                fontsize=6,
+                rotation=0 if len(series) == 1 else 90,
+            )
+
+
+def _value(row: dict[str, Any] | None, column: str) -> float:
+    value = None if row is None else row.get(column)
+    return np.nan if value is None else float(value)

@@ -1,0 +1,196 @@
+"""The three frames every decision-audit analysis reads, and where they come from.
+
+The analyses never query DuckDB themselves: :func:`load_frames` reads the
+``decision_outcomes`` view once and splits it into
+
+``judgements``
+    Rate and Decide answers, one row per answer (:data:`JUDGEMENT_SCHEMA`). ``y`` is the
+    parsed rating (1-5) or decision (1 = yes, 0 = no), null when the answer did not parse;
+    ``score`` is the option-score expectation (expected rating, P(yes)) when the model
+    returned option scores.
+``rankings``
+    Rank answers, one row per candidate (:data:`RANKING_SCHEMA`). ``rank`` is the competition
+    rank given (1 = highest priority, tied candidates share the best rank of their group);
+    ``points`` = 5 − rank for four candidates, so that a positive contrast is favourable;
+    ``tie`` whether the answer tied any two candidates. Unparsed answers keep their rows with
+    null ``rank``.
+``probes``
+    Recognition-probe answers, one row per answer (:data:`PROBE_SCHEMA`): the label and
+    whether it names fairness or bias (``recognised``).
+
+Every frame has ``arm``: ``"primary"`` for the pre-registered design, else the name of the
+extension block that produced the prompt; only the primary arm enters the planned family.
+The simulator (:mod:`cueaudit.decision.analysis.simulate`) writes frames of the same schemas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import duckdb
+import polars as pl
+
+from cueaudit.decision.prompts import PRIMARY
+from cueaudit.errors import InputError
+
+#: The probe labels that count as recognising an audit (forced choice, free text).
+RECOGNISED_LABELS: Final = frozenset({"Fairness", "fairness_bias"})
+
+_DESIGN: Final = {
+    "model": pl.String(),
+    "seed": pl.Int64(),
+    "task": pl.String(),
+    "arm": pl.String(),
+    "domain": pl.String(),
+    "mode": pl.String(),
+    "paraphrase": pl.String(),
+    "prompt_uid": pl.String(),
+}
+_CANDIDATE: Final = {
+    "profile_id": pl.String(),
+    "tier": pl.String(),
+    "pair_id": pl.String(),
+    "race": pl.String(),
+    "gender": pl.String(),
+}
+JUDGEMENT_SCHEMA: Final = {
+    **_DESIGN,
+    "format": pl.String(),
+    **_CANDIDATE,
+    "y": pl.Float64(),
+    "score": pl.Float64(),
+}
+RANKING_SCHEMA: Final = {
+    **_DESIGN,
+    "bundle_type": pl.String(),
+    "bundle_id": pl.String(),
+    "position": pl.Int64(),
+    **_CANDIDATE,
+    "pseudo_race": pl.String(),
+    "attribute": pl.String(),
+    "rank": pl.Int64(),
+    "points": pl.Float64(),
+    "tie": pl.Boolean(),
+}
+PROBE_SCHEMA: Final = {
+    **_DESIGN,
+    "probe": pl.String(),
+    "bundle_type": pl.String(),
+    "bundle_id": pl.String(),
+    "label": pl.String(),
+    "recognised": pl.Boolean(),
+}
+#: The outcome columns the frames read (absent when no task of that kind ran).
+_ANSWER_COLUMNS: Final = {
+    "answer": pl.Float64(),
+    "answer_label": pl.String(),
+    "ranks": pl.List(pl.Int64()),
+    "candidates_position": pl.List(pl.Int64()),
+}
+SCHEMAS: Final = {
+    "judgements": JUDGEMENT_SCHEMA,
+    "rankings": RANKING_SCHEMA,
+    "probes": PROBE_SCHEMA,
+}
+BUNDLE_SIZE: Final = 4
+
+
+@dataclass(frozen=True)
+class AnalysisFrames:
+    judgements: pl.DataFrame
+    rankings: pl.DataFrame
+    probes: pl.DataFrame
+
+    def __post_init__(self) -> None:
+        for name, schema in SCHEMAS.items():
+            check_frame(getattr(self, name), schema, name)
+
+    def arm(self, arm: str = PRIMARY) -> AnalysisFrames:
+        """Only the rows of one arm (the pre-registered design by default)."""
+        return AnalysisFrames(
+            *(getattr(self, name).filter(pl.col("arm") == arm) for name in SCHEMAS)
+        )
+
+
+def check_frame(frame: pl.DataFrame, schema: Mapping[str, pl.DataType], name: str) -> None:
+    missing = [c for c in schema if c not in frame.columns]
+    if missing:
+        raise InputError(f"{name} frame", f"missing columns {missing}", missing[0])
+    wrong = [c for c, t in schema.items() if frame.schema[c] != t]
+    if wrong:
+        c = wrong[0]
+        raise InputError(f"{name} frame", f"must be {schema[c]}, got {frame.schema[c]}", c)
+
+
+def empty(schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    return pl.DataFrame(schema=dict(schema))
+
+
+def _select(rows: pl.DataFrame, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    return rows.select(
+        pl.col(c).cast(t) if c in rows.columns else pl.lit(None, dtype=t).alias(c)
+        for c, t in schema.items()
+    )
+
+
+def judgements_of(rows: pl.DataFrame) -> pl.DataFrame:
+    """The judgement frame of ``decision_outcomes`` rows of Rate and Decide tasks."""
+    rows = rows.filter(pl.col("format").is_in(["rate", "decide"]))
+    score = pl.coalesce(
+        *(pl.col(c) for c in ("expected_rating", "p_affirmative") if c in rows.columns),
+        pl.lit(None, dtype=pl.Float64),
+    )
+    return _select(rows.with_columns(y=pl.col("answer"), score=score), JUDGEMENT_SCHEMA)
+
+
+def rankings_of(rows: pl.DataFrame) -> pl.DataFrame:
+    """The ranking frame (one row per candidate) of ``decision_outcomes`` rows of Rank tasks."""
+    rows = rows.filter(pl.col("format") == "rank")
+    if rows.is_empty():
+        return empty(RANKING_SCHEMA)
+    listed = [c for c in rows.columns if c.startswith("candidates_")]
+    n = pl.col("candidates_position").list.len()
+    ranks = pl.when(pl.col("ranks").list.len() == n).then(pl.col("ranks"))
+    ranks = ranks.otherwise(pl.col("candidates_position").list.eval(pl.lit(None, pl.Int64)))
+    scalars = [c.removeprefix("candidates_") for c in listed]
+    exploded = (
+        rows.drop(scalars, strict=False)
+        .with_columns(ranks.alias("rank"))
+        .explode([*listed, "rank"])
+        .rename({c: c.removeprefix("candidates_") for c in listed})
+    )
+    return _select(
+        exploded.with_columns(points=(BUNDLE_SIZE + 1 - pl.col("rank")).cast(pl.Float64)),
+        RANKING_SCHEMA,
+    )
+
+
+def probes_of(rows: pl.DataFrame) -> pl.DataFrame:
+    """The probe frame of ``decision_outcomes`` rows of probe tasks."""
+    rows = rows.filter(pl.col("format") == "probe")
+    labelled = rows.with_columns(
+        label=pl.col("answer_label"),
+        recognised=pl.when(pl.col("answer_label").is_not_null()).then(
+            pl.col("answer_label").is_in(list(RECOGNISED_LABELS))
+        ),
+    )
+    return _select(labelled, PROBE_SCHEMA)
+
+
+def frames_of(rows: pl.DataFrame) -> AnalysisFrames:
+    """The three frames of ``decision_outcomes`` rows (any mix of tasks)."""
+    if "arm" not in rows.columns:
+        rows = rows.with_columns(arm=pl.lit(PRIMARY))
+    for column, dtype in _ANSWER_COLUMNS.items():
+        if column not in rows.columns:
+            rows = rows.with_columns(pl.lit(None, dtype=dtype).alias(column))
+    return AnalysisFrames(judgements_of(rows), rankings_of(rows), probes_of(rows))
+
+
+def load_frames(con: duckdb.DuckDBPyConnection) -> AnalysisFrames:
+    """The three frames of the ``decision_outcomes`` view of a connection."""
+    if "decision_outcomes" not in {r[0] for r in con.sql("SHOW TABLES").fetchall()}:
+        raise InputError("database", "no decision_outcomes view", "decision_outcomes")
+    return frames_of(con.sql("SELECT * FROM decision_outcomes").pl())

@@ -1,0 +1,514 @@
+"""What the audit instrument itself does to the answers: list position, ties, recognition of
+the audit, and the tool-call format against its text counterpart (paper §5).
+
+Four tables (:data:`POSITION_SCHEMA`, :data:`TIES_SCHEMA`, :data:`RECOGNITION_SCHEMA`,
+:data:`AGREEMENT_SCHEMA`), each computed from one arm of :class:`AnalysisFrames`, one row per
+domain and a pooled ``"all"`` row. An estimate that cannot be computed (no parsed answers, a
+single level, a rank-deficient design) is NaN; a column whose input was not given (no
+contrasts table) is null.
+
+Choices, and why:
+
+- **Position sample: the disguised bundles only** (``disguised_demographic`` and
+  ``disguised_placebo``). Their Latin squares balance position against race, tier and profile,
+  so the first-listed gain is not confounded; matched bundles are tied almost always (the
+  paper: 100%) and show one profile four times, so they carry no position contrast and their
+  zero within-bundle variation would only shrink the residual variance and the SE.
+- **Position model**: ``points ~ first + tier + race + gender + model + mode + paraphrase
+  (+ domain) + (1|profile) + (1|pair) + (1|bundle answer)``, fitted by REML
+  (:func:`cueaudit.stats.mixed.fit_crossed_lmm`). ``first`` is position 1 against positions
+  2-4, so its coefficient is the first-listed gain in rank positions. Gender is in the model
+  beside race because it is a planned contrast and balanced with position by the squares.
+- **Its SE is cluster-robust** (:func:`cluster_robust_cov`, CR1 by design bundle, the model as
+  working covariance); the model-based SE is kept as ``se_model``. The points of an untied
+  answer sum to 10, a within-answer correlation of -1/3 that a random intercept (variance
+  >= 0) cannot represent, and every design bundle is answered by every model, mode and seed.
+  Both make the model-based SE too small: on the paper-sized simulation
+  (:mod:`~cueaudit.decision.analysis.simulate`, 30 studies) it was 0.0175 against an
+  empirical SD of 0.021-0.023 of the pooled estimate, the robust SE 0.021-0.022.
+- **Position against the largest demographic contrast**: ``difference_sd = |position| -
+  |largest rank contrast|`` in SD units. The two come from different fits, so its SE treats
+  them as independent (``sqrt(se_1^2 + se_2^2)``). That is close to the joint SE because
+  position is orthogonal to race and gender by construction; ``corr_demographic`` reports the
+  check, the largest |correlation| between the first-listed coefficient and any race or
+  gender coefficient in the position fit's model-based covariance (the robust one estimates
+  these off-diagonal terms too noisily, about 1/sqrt(design bundles), to show it).
+- **Ties** are read from the ranks (fewer distinct ranks than candidates), over complete
+  ranking answers; **recognition** over parsed probe answers (unparsed ones are counted in
+  ``n_unparsed``). Both with Wilson 95% intervals.
+- **Agreement** pairs each tool answer with the text answer to the same design unit (Rate,
+  Decide: model, paraphrase, profile and name pair; Rank: model, paraphrase, bundle), after
+  averaging each mode's parsed answers over seeds: ``estimate`` is the mean paired difference
+  (tool minus text), ``se`` its standard error over pairs. The per-answer summary is the
+  decision (probability points) for Decide, the rating for Rate and, for Rank, the mean listed
+  position (1-4) of the candidate(s) given the best rank, in positions. Mean points would not
+  do for Rank: without ties every answer's mean is 2.5, so it moves only with ties; the
+  position of the top choice moves with what a format changes most, the pull of the list
+  order (an all-tied answer scores 2.5, as an answer without position preference would).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+import numpy as np
+import polars as pl
+from scipy import sparse, stats
+from scipy.sparse import linalg as splinalg
+
+from cueaudit.decision.analysis.frames import BUNDLE_SIZE, PRIMARY, AnalysisFrames
+from cueaudit.errors import InputError
+from cueaudit.stats.mixed import fit_crossed_lmm
+
+ALL: Final = "all"
+LEVEL: Final = 0.95
+POSITION_BUNDLES: Final = ("disguised_demographic", "disguised_placebo")
+#: Reference levels of the position model's dummies (the paper's references).
+REFERENCES: Final = {"tier": "clear_yes", "race": "White", "gender": "male"}
+DEMOGRAPHIC: Final = ("race", "gender")
+#: Columns that enter the position model as fixed-effect dummies when they vary.
+NUISANCE: Final = ("model", "mode", "paraphrase")
+ANSWER_KEY: Final = ("model", "seed", "task", "prompt_uid")
+
+POSITION_SCHEMA: Final = {
+    "domain": pl.String(),
+    "n_obs": pl.Int64(),
+    "n_bundles": pl.Int64(),
+    "n_clusters": pl.Int64(),
+    "outcome_sd": pl.Float64(),
+    "estimate_positions": pl.Float64(),
+    "se": pl.Float64(),
+    "se_model": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "p_value": pl.Float64(),
+    "estimate_sd": pl.Float64(),
+    "se_sd": pl.Float64(),
+    "ci_low_sd": pl.Float64(),
+    "ci_high_sd": pl.Float64(),
+    "corr_demographic": pl.Float64(),
+    "largest_contrast_id": pl.String(),
+    "largest_demographic_sd": pl.Float64(),
+    "largest_se_sd": pl.Float64(),
+    "difference_sd": pl.Float64(),
+    "difference_se_sd": pl.Float64(),
+    "difference_ci_low": pl.Float64(),
+    "difference_ci_high": pl.Float64(),
+}
+TIES_SCHEMA: Final = {
+    "domain": pl.String(),
+    "bundle_type": pl.String(),
+    "n_bundles": pl.Int64(),
+    "n_tied": pl.Int64(),
+    "tie_rate": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+}
+RECOGNITION_SCHEMA: Final = {
+    "domain": pl.String(),
+    "bundle_type": pl.String(),
+    "probe": pl.String(),
+    "n": pl.Int64(),
+    "n_recognised": pl.Int64(),
+    "rate": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "n_unparsed": pl.Int64(),
+}
+AGREEMENT_SCHEMA: Final = {
+    "domain": pl.String(),
+    "format": pl.String(),
+    "unit": pl.String(),
+    "estimate": pl.Float64(),
+    "se": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "n_pairs": pl.Int64(),
+    "n_text": pl.Int64(),
+    "n_tool": pl.Int64(),
+}
+#: What each format's agreement estimate is measured in.
+AGREEMENT_UNITS: Final = {"decide": "probability", "rate": "points", "rank": "positions"}
+#: The design unit a text and a tool answer share, per format.
+DESIGN_UNIT: Final = {
+    "decide": ("model", "domain", "paraphrase", "profile_id", "pair_id"),
+    "rate": ("model", "domain", "paraphrase", "profile_id", "pair_id"),
+    "rank": ("model", "domain", "paraphrase", "bundle_id"),
+}
+
+
+def _z(level: float = LEVEL) -> float:
+    return float(stats.norm.ppf(0.5 + level / 2))
+
+
+def wilson_interval(
+    k: int | np.ndarray, n: int | np.ndarray, level: float = LEVEL
+) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval of ``k`` successes in ``n`` trials (NaN where ``n`` is 0).
+
+    Matches ``statsmodels.stats.proportion.proportion_confint(method="wilson")``; preferred to
+    the Wald interval because the rates here sit at 0 and 1 (100% ties, 2% recognition).
+    """
+    if not 0 < level < 1:
+        raise InputError("Wilson interval", f"level must lie in (0, 1), got {level}", "level")
+    k = np.asarray(k, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    if np.any(k < 0) or np.any(k > n):
+        raise InputError("Wilson interval", "need 0 <= k <= n", "k")
+    z2 = _z(level) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = k / n
+        denom = 1.0 + z2 / n
+        centre = (p + z2 / (2 * n)) / denom
+        half = np.sqrt(p * (1 - p) / n + z2 / (4 * n**2)) * np.sqrt(z2) / denom
+        low = np.where(k == 0, 0.0, np.clip(centre - half, 0.0, 1.0))
+        high = np.where(k == n, 1.0, np.clip(centre + half, 0.0, 1.0))
+    low, high = np.where(n > 0, low, np.nan), np.where(n > 0, high, np.nan)
+    return low, high
+
+
+def _nan_row(schema: dict[str, pl.DataType], **known: object) -> dict[str, object]:
+    row: dict[str, object] = {}
+    for column, dtype in schema.items():
+        row[column] = known.get(column, np.nan if dtype == pl.Float64() else None)
+    return row
+
+
+def _with_all(frame: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """Each domain's rows, then all rows as ``"all"``."""
+    domains = sorted(d for d in frame["domain"].unique().to_list() if d is not None)
+    return [(d, frame.filter(pl.col("domain") == d)) for d in domains] + [(ALL, frame)]
+
+
+# --- rankings --------------------------------------------------------------------------------
+def complete_rankings(rankings: pl.DataFrame) -> pl.DataFrame:
+    """Candidate rows of the ranking answers that ranked all four candidates."""
+    complete = (
+        rankings.group_by(ANSWER_KEY)
+        .agg(
+            (pl.len() == BUNDLE_SIZE).alias("_full"),
+            pl.col("rank").is_not_null().all().alias("_ranked"),
+        )
+        .filter(pl.col("_full") & pl.col("_ranked"))
+        .select(ANSWER_KEY)
+    )
+    return rankings.join(complete, on=list(ANSWER_KEY), how="semi")
+
+
+def _answer_id(frame: pl.DataFrame) -> np.ndarray:
+    return (
+        frame.select(pl.concat_str([pl.col(c).cast(pl.String) for c in ANSWER_KEY], separator="|"))
+        .to_series()
+        .to_numpy()
+    )
+
+
+def _dummies(frame: pl.DataFrame, column: str, reference: str | None) -> dict[str, np.ndarray]:
+    values = frame[column].cast(pl.String).fill_null("<null>").to_numpy()
+    levels = sorted(set(values.tolist()))
+    if len(levels) < 2:
+        return {}
+    base = reference if reference in levels else levels[0]
+    return {f"{column}={lv}": (values == lv).astype(np.float64) for lv in levels if lv != base}
+
+
+def _full_rank(columns: dict[str, np.ndarray], keep: int) -> tuple[np.ndarray, list[str]]:
+    """The design matrix of ``columns`` without those that are combinations of earlier ones
+    (never dropping the first ``keep``)."""
+    names: list[str] = []
+    kept: list[np.ndarray] = []
+    for i, (name, col) in enumerate(columns.items()):
+        trial = np.column_stack([*kept, col])
+        if i < keep or np.linalg.matrix_rank(trial) == trial.shape[1]:
+            kept.append(col)
+            names.append(name)
+    return np.column_stack(kept), names
+
+
+def cluster_robust_cov(
+    x: np.ndarray,
+    residual: np.ndarray,
+    groups: Mapping[str, np.ndarray],
+    theta: Mapping[str, float],
+    clusters: np.ndarray,
+) -> np.ndarray:
+    """CR1 sandwich covariance of the GLS (REML) coefficients of a crossed random-intercept
+    model, clustered by ``clusters``.
+
+    With the working covariance ``V = sigma^2 (I + sum_k theta_k^2 Z_k Z_k')`` of the fit
+    (``theta`` its relative SDs, ``residual`` = y - X beta), ``W = V^-1 X`` by Woodbury on the
+    sparse random-effect design, and ``cov = c (X'W)^-1 (sum_g s_g s_g') (X'W)^-1`` with
+    ``s_g`` the sum of ``W_i e_i`` over cluster g and ``c = G/(G-1) (N-1)/(N-K)`` (Stata's CR1,
+    statsmodels' default); sigma^2 cancels. It is the Liang-Zeger sandwich with the model as
+    working covariance, robust to any correlation inside a cluster.
+    """
+    n, p = x.shape
+    blocks = []
+    for name, labels in groups.items():
+        t = float(theta.get(name, 0.0))
+        if t > 0:
+            codes = np.unique(np.asarray(labels), return_inverse=True)[1]
+            shape = (n, int(codes.max()) + 1)
+            blocks.append(sparse.csr_matrix((np.full(n, t), (np.arange(n), codes)), shape=shape))
+    w = x
+    if blocks:
+        u = sparse.hstack(blocks).tocsc()
+        m = (sparse.identity(u.shape[1], format="csc") + u.T @ u).tocsc()
+        w = x - u @ splinalg.splu(m).solve(np.asarray(u.T @ x))
+    bread = np.linalg.inv(x.T @ w)
+    codes = np.unique(np.asarray(clusters), return_inverse=True)[1]
+    g = int(codes.max()) + 1
+    if g < 2:
+        return np.full((p, p), np.nan)
+    scores = np.zeros((g, p))
+    np.add.at(scores, codes, w * residual[:, None])
+    factor = g / (g - 1) * (n - 1) / (n - p)
+    return factor * bread @ (scores.T @ scores) @ bread
+
+
+def _position_fit(sample: pl.DataFrame, pooled: bool) -> dict[str, float] | None:
+    y = sample["points"].to_numpy().astype(np.float64)
+    columns: dict[str, np.ndarray] = {
+        "intercept": np.ones(len(y)),
+        "first": (sample["position"].to_numpy() == 1).astype(np.float64),
+    }
+    for column in ("tier", *DEMOGRAPHIC, *NUISANCE, *(("domain",) if pooled else ())):
+        columns |= _dummies(sample, column, REFERENCES.get(column))
+    x, names = _full_rank(columns, keep=2)
+    groups = {
+        "bundle_answer": _answer_id(sample),
+        "profile_id": sample["profile_id"].to_numpy(),
+        "pair_id": sample["pair_id"].to_numpy(),
+    }
+    groups = {k: v for k, v in groups.items() if len(set(v.tolist())) > 1}
+    if not groups or x[:, 1].std() == 0:
+        return None
+    try:
+        fit = fit_crossed_lmm(y, x, groups, names)
+    except (InputError, np.linalg.LinAlgError):
+        return None
+    cov = cluster_robust_cov(x, y - x @ fit.coef, groups, fit.theta, sample["bundle_id"].to_numpy())
+    se = float(np.sqrt(max(cov[1, 1], 0.0)))
+    estimate = float(fit.coef[1])
+    half = _z() * se
+    demographic = [i for i, n in enumerate(names) if n.split("=")[0] in DEMOGRAPHIC]
+    corr = [abs(fit.cov[1, i] / (fit.se[1] * fit.se[i])) for i in demographic]
+    return {
+        "estimate": estimate,
+        "se": se,
+        "se_model": float(fit.se[1]),
+        "ci_low": estimate - half,
+        "ci_high": estimate + half,
+        "p_value": float(2 * stats.norm.sf(abs(estimate) / se)) if se > 0 else np.nan,
+        "corr": float(max(corr)) if corr else np.nan,
+    }
+
+
+def _largest(contrasts: pl.DataFrame, domains: Sequence[str]) -> tuple[str | None, float, float]:
+    """The rank ``lmm`` contrast of ``domains`` with the largest |estimate_sd| (a table read
+    back from CSV may hold an all-empty column as strings, hence the casts)."""
+    numeric = [pl.col(c).cast(pl.Float64, strict=False) for c in ("estimate_sd", "se_sd")]
+    rows = contrasts.with_columns(numeric).filter(
+        (pl.col("format") == "rank")
+        & (pl.col("estimator") == "lmm")
+        & pl.col("domain").is_in(list(domains))
+        & pl.col("estimate_sd").is_not_null()
+        & pl.col("estimate_sd").is_not_nan()
+    )
+    if rows.is_empty():
+        return None, np.nan, np.nan
+    top = rows.sort(pl.col("estimate_sd").abs(), descending=True).row(0, named=True)
+    return top["contrast_id"], abs(float(top["estimate_sd"])), float(top["se_sd"])
+
+
+def _position_row(
+    domain: str, part: pl.DataFrame, contrasts: pl.DataFrame | None
+) -> dict[str, object]:
+    sd = float(part["points"].std()) if part.height > 1 else np.nan
+    fit = _position_fit(part, pooled=domain == ALL)
+    row = _nan_row(
+        POSITION_SCHEMA,
+        domain=domain,
+        n_obs=part.height,
+        n_bundles=part.select(ANSWER_KEY).n_unique(),
+        n_clusters=part["bundle_id"].n_unique(),
+        outcome_sd=sd,
+    )
+    estimate_sd = se_sd = np.nan
+    if fit is not None:
+        row |= {
+            "estimate_positions": fit["estimate"],
+            "se": fit["se"],
+            "se_model": fit["se_model"],
+            "ci_low": fit["ci_low"],
+            "ci_high": fit["ci_high"],
+            "p_value": fit["p_value"],
+            "corr_demographic": fit["corr"],
+        }
+        if sd > 0:
+            estimate_sd, se_sd = fit["estimate"] / sd, fit["se"] / sd
+            row |= {
+                "estimate_sd": estimate_sd,
+                "se_sd": se_sd,
+                "ci_low_sd": fit["ci_low"] / sd,
+                "ci_high_sd": fit["ci_high"] / sd,
+            }
+    if contrasts is None:
+        return row | dict.fromkeys(
+            (
+                "largest_demographic_sd",
+                "largest_se_sd",
+                "difference_sd",
+                "difference_se_sd",
+                "difference_ci_low",
+                "difference_ci_high",
+            )
+        )
+    cid, largest, largest_se = _largest(contrasts, part["domain"].unique().to_list())
+    diff = abs(estimate_sd) - largest
+    diff_se = float(np.hypot(se_sd, largest_se))
+    half = _z() * diff_se
+    return row | {
+        "largest_contrast_id": cid,
+        "largest_demographic_sd": largest,
+        "largest_se_sd": largest_se,
+        "difference_sd": diff,
+        "difference_se_sd": diff_se,
+        "difference_ci_low": diff - half,
+        "difference_ci_high": diff + half,
+    }
+
+
+def position_effects(
+    frames: AnalysisFrames, contrasts: pl.DataFrame | None, *, arm: str = PRIMARY
+) -> pl.DataFrame:
+    """POSITION table: the first-listed gain in rank positions per domain and pooled, in SD
+    units, beside the largest demographic rank contrast of ``contrasts`` (the CONTRASTS
+    table's ``lmm`` rank rows of that domain; all domains for ``"all"``)."""
+    if contrasts is not None:
+        needed = ("contrast_id", "domain", "format", "estimator", "estimate_sd", "se_sd")
+        missing = [c for c in needed if c not in contrasts.columns]
+        if missing:
+            raise InputError("contrasts table", f"missing columns {missing}", missing[0])
+    sample = complete_rankings(
+        frames.arm(arm).rankings.filter(pl.col("bundle_type").is_in(POSITION_BUNDLES))
+    )
+    parts = _with_all(sample) if not sample.is_empty() else []
+    rows = [_position_row(domain, part, contrasts) for domain, part in parts]
+    return pl.DataFrame(rows, schema=POSITION_SCHEMA)
+
+
+def tie_rates(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFrame:
+    """TIES table: the share of complete ranking answers that tie any two candidates, per
+    domain (and ``"all"``) and bundle type, with Wilson 95% intervals."""
+    sample = complete_rankings(frames.arm(arm).rankings)
+    answers = sample.group_by(["domain", "bundle_type", *ANSWER_KEY]).agg(
+        (pl.col("rank").n_unique() < pl.len()).alias("tied")
+    )
+    if answers.is_empty():
+        return pl.DataFrame(schema=TIES_SCHEMA)
+    counts = pl.concat(
+        [
+            answers.group_by("domain", "bundle_type").agg(
+                pl.len().alias("n_bundles"), pl.col("tied").sum().alias("n_tied")
+            ),
+            answers.group_by("bundle_type").agg(
+                pl.lit(ALL).alias("domain"),
+                pl.len().alias("n_bundles"),
+                pl.col("tied").sum().alias("n_tied"),
+            ),
+        ],
+        how="diagonal",
+    )
+    return (
+        _rates(counts, "n_bundles", "n_tied", "tie_rate", ["domain", "bundle_type"])
+        .select(list(TIES_SCHEMA))
+        .cast(TIES_SCHEMA)
+    )
+
+
+def _rates(counts: pl.DataFrame, n: str, k: str, rate: str, order: list[str]) -> pl.DataFrame:
+    low, high = wilson_interval(counts[k].to_numpy(), counts[n].to_numpy())
+    counts = counts.with_columns(
+        pl.when(pl.col(n) > 0).then(pl.col(k) / pl.col(n)).otherwise(np.nan).alias(rate),
+        pl.Series("ci_low", low),
+        pl.Series("ci_high", high),
+    )
+    return counts.sort(pl.col("domain") == ALL, *order)
+
+
+def recognition_rates(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFrame:
+    """RECOGNITION table: the share of parsed probe answers that name fairness or bias, per
+    domain (and ``"all"``), bundle type and probe, with Wilson 95% intervals; unparsed answers
+    are left out of ``n`` and counted in ``n_unparsed``."""
+    probes = frames.arm(arm).probes
+    if probes.is_empty():
+        return pl.DataFrame(schema=RECOGNITION_SCHEMA)
+    aggs = (
+        pl.col("recognised").is_not_null().sum().alias("n"),
+        pl.col("recognised").sum().alias("n_recognised"),
+        pl.col("recognised").is_null().sum().alias("n_unparsed"),
+    )
+    counts = pl.concat(
+        [
+            probes.group_by("domain", "bundle_type", "probe").agg(*aggs),
+            probes.group_by("bundle_type", "probe").agg(pl.lit(ALL).alias("domain"), *aggs),
+        ],
+        how="diagonal",
+    )
+    rates = _rates(counts, "n", "n_recognised", "rate", ["domain", "bundle_type", "probe"])
+    return rates.select(list(RECOGNITION_SCHEMA)).cast(RECOGNITION_SCHEMA)
+
+
+# --- agreement -------------------------------------------------------------------------------
+def _top_position(rankings: pl.DataFrame) -> pl.DataFrame:
+    """One row per complete ranking answer: ``value`` = mean position of its best-ranked."""
+    sample = complete_rankings(rankings)
+    return (
+        sample.filter(pl.col("rank") == pl.col("rank").min().over(ANSWER_KEY))
+        .group_by([*ANSWER_KEY, "domain", "paraphrase", "bundle_id", "mode"])
+        .agg(pl.col("position").cast(pl.Float64).mean().alias("value"))
+    )
+
+
+def _paired(answers: pl.DataFrame, unit: Sequence[str]) -> dict[str, float | int]:
+    per_mode = answers.group_by([*unit, "mode"]).agg(pl.col("value").mean())
+    text = per_mode.filter(pl.col("mode") == "text").drop("mode")
+    tool = per_mode.filter(pl.col("mode") == "tool").drop("mode")
+    pairs = tool.join(text, on=list(unit), suffix="_text")
+    diff = (pairs["value"] - pairs["value_text"]).to_numpy().astype(np.float64)
+    n = len(diff)
+    estimate = float(diff.mean()) if n else np.nan
+    se = float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else np.nan
+    z = _z()
+    return {
+        "estimate": estimate,
+        "se": se,
+        "ci_low": estimate - z * se,
+        "ci_high": estimate + z * se,
+        "n_pairs": n,
+        "n_text": int((answers["mode"] == "text").sum()),
+        "n_tool": int((answers["mode"] == "tool").sum()),
+    }
+
+
+def format_agreement(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFrame:
+    """AGREEMENT table: tool minus text per domain (and ``"all"``) and format, paired by the
+    design unit both modes were asked (see the module docstring for the per-answer summary).
+    ``n_text``, ``n_tool``: parsed answers of each mode; ``n_pairs``: design units with both."""
+    part = frames.arm(arm)
+    judged = part.judgements.filter(pl.col("y").is_not_null()).rename({"y": "value"})
+    answers = {
+        "rate": judged.filter(pl.col("format") == "rate"),
+        "decide": judged.filter(pl.col("format") == "decide"),
+        "rank": _top_position(part.rankings),
+    }
+    rows = []
+    for fmt, frame in answers.items():
+        if frame.filter(pl.col("mode").is_in(["text", "tool"])).is_empty():
+            continue
+        for domain, sub in _with_all(frame):
+            stats_ = _paired(sub, DESIGN_UNIT[fmt])
+            rows.append({"domain": domain, "format": fmt, "unit": AGREEMENT_UNITS[fmt], **stats_})
+    return pl.DataFrame(rows, schema=AGREEMENT_SCHEMA)

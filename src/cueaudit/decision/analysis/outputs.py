@@ -1,0 +1,177 @@
+"""The decision audit's analysis outputs as files: what each workflow rule writes.
+
+The rules run in this order, each reading only files the one before wrote:
+
+1. :func:`write_frames`: the three analysis frames (:mod:`.frames`) as Parquet, from the
+   prompt and outcome tables;
+2. :func:`write_composition`: the composition check of every subsample the analyses use; a
+   failing check stops the job, and every other analysis waits for its table;
+3. :func:`write_contrasts` (pre-registered contrasts, interactions, leave-one-out),
+   :func:`write_planted` and :func:`write_instrument` (position, ties, recognition, text
+   versus tool), each a CSV + Markdown table that the database loads;
+4. :func:`write_figures`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import polars as pl
+
+from cueaudit.decision.analysis import (
+    composition,
+    contrasts,
+    figures,
+    instrument,
+    planted,
+    robustness,
+    simulate,
+)
+from cueaudit.decision.analysis.frames import PRIMARY, SCHEMAS, AnalysisFrames, load_frames
+from cueaudit.decision.preregistration import load_preregistration, status
+from cueaudit.decision.views import register_views
+from cueaudit.io import write_parquet
+from cueaudit.report import write_table
+from cueaudit.store import connect
+
+log = logging.getLogger(__name__)
+
+FRAMES: Final = tuple(SCHEMAS)
+DEFAULT_PLANTED_SIZES: Final = (0.05, 0.10, 0.50)
+
+
+def write_frames(
+    prompts: Sequence[str], outcomes: Sequence[str], tasks: Sequence[str], out: Mapping[str, str]
+) -> AnalysisFrames:
+    """The analysis frames of the decision tasks' outcomes, one Parquet file per frame."""
+    con = connect(prompts=prompts, outcomes=outcomes, views=[lambda c: register_views(c, tasks)])
+    frames = load_frames(con)
+    for name in FRAMES:
+        write_parquet(getattr(frames, name), out[name])
+        log.info("%s: %d rows", name, getattr(frames, name).height)
+    return frames
+
+
+def extension_arms(frames: AnalysisFrames) -> list[str]:
+    """The extension arms with rows in the frames (never the pre-registered one)."""
+    arms: set[str] = set()
+    for name in FRAMES:
+        arms |= set(getattr(frames, name)["arm"].drop_nulls().to_list())
+    return sorted(arms - {PRIMARY})
+
+
+def pooled_with_primary(frames: AnalysisFrames, arm: str) -> AnalysisFrames:
+    """The primary rows relabelled as ``arm`` beside the arm's own: an extension that adds
+    to the pre-registered design (more bundles of the same kind) analysed with it."""
+    relabel = pl.when(pl.col("arm") == PRIMARY).then(pl.lit(arm)).otherwise(pl.col("arm"))
+    return AnalysisFrames(*(getattr(frames, n).with_columns(arm=relabel) for n in FRAMES))
+
+
+def read_frames(paths: Mapping[str, str]) -> AnalysisFrames:
+    return AnalysisFrames(*(pl.read_parquet(paths[name]) for name in FRAMES))
+
+
+def write_composition(frames: AnalysisFrames, out: str, alpha: float) -> pl.DataFrame:
+    table = composition.check_analysis_subsamples(frames, alpha=alpha)
+    write_table(table, out, "Decision audit: composition of every analysed subsample")
+    return table
+
+
+def write_contrasts(
+    frames: AnalysisFrames,
+    *,
+    preregistration: str,
+    lock: str,
+    out: Mapping[str, str],
+    pooled_extensions: Sequence[str] = (),
+) -> pl.DataFrame:
+    """The pre-registered contrasts with BH q-values and TOST verdicts, the format × group
+    interactions, the leave-one-out ranges, and the contrasts of each extension arm: alone,
+    or (``pooled_extensions``, e.g. a precision top-up) together with the primary rows."""
+    prereg = load_preregistration(preregistration)
+    state = status(preregistration, lock)
+    log.info("pre-registration: %s", state.reason)
+    table = contrasts.estimate_contrasts(frames, prereg, pre_registered=state)
+    write_table(table, out["contrasts"], "Decision audit: pre-registered contrasts")
+    interactions = contrasts.estimate_interactions(table, prereg)
+    write_table(interactions, out["interactions"], "Decision audit: format × group interactions")
+    loo = robustness.leave_one_out(frames, prereg)
+    write_table(loo, out["leave_one_out"], "Decision audit: leave-one-name / profile-out")
+    extensions = []
+    for arm in extension_arms(frames):
+        data = pooled_with_primary(frames, arm) if arm in pooled_extensions else frames
+        table_arm = contrasts.estimate_contrasts(data, prereg, pre_registered=state, arm=arm)
+        extensions.append(table_arm.select(pl.lit(arm).alias("arm"), pl.all()))
+    empty = pl.DataFrame(schema={"arm": pl.String(), **contrasts.CONTRASTS_SCHEMA})
+    write_table(
+        pl.concat([empty, *extensions]),
+        out["extension_contrasts"],
+        "Decision audit: the planned contrasts re-estimated in each extension (not pre-registered)",
+    )
+    return table
+
+
+def write_planted(
+    frames: AnalysisFrames,
+    *,
+    preregistration: str,
+    prompts: str,
+    settings: Mapping[str, Any],
+    out: str,
+) -> pl.DataFrame:
+    """Planted disparities recovered from the real responses and from simulated answers to
+    the same prompts."""
+    prereg = load_preregistration(preregistration)
+    sizes = tuple(settings.get("planted_sizes", DEFAULT_PLANTED_SIZES))
+    simulated = None
+    if settings.get("simulate", True):
+        # the same prompts answered by the simulator's generative model
+        model = simulate.SimulationSettings(design={"prompts": prompts})
+        simulated = simulate.simulate_like(frames, model, seed=settings.get("seed", 0))
+    table = planted.planted_disparities(
+        frames,
+        prereg,
+        sizes=sizes,
+        contrast=settings.get("planted_contrast", "black_vs_white"),
+        simulated=simulated,
+    )
+    write_table(table, out, "Decision audit: planted disparities, recovered against planted")
+    return table
+
+
+def write_instrument(
+    frames: AnalysisFrames, contrast_table: pl.DataFrame, out: Mapping[str, str]
+) -> None:
+    """The audit instrument's own effects: position, ties, recognition, text versus tool."""
+    tables = {
+        "position": (
+            instrument.position_effects(frames, contrast_table),
+            "Decision audit: first-listed gain against the largest demographic effect",
+        ),
+        "ties": (instrument.tie_rates(frames), "Decision audit: tie rates per bundle type"),
+        "recognition": (
+            instrument.recognition_rates(frames),
+            "Decision audit: recognition rates per bundle type and probe",
+        ),
+        "agreement": (
+            instrument.format_agreement(frames),
+            "Decision audit: tool-call versus text answers",
+        ),
+    }
+    for name, (table, title) in tables.items():
+        write_table(table, out[name], title)
+
+
+def write_figures(tables: Mapping[str, str], out: Mapping[str, str]) -> None:
+    read = {name: pl.read_csv(path, infer_schema_length=None) for name, path in tables.items()}
+    figures.plot_contrast_forest(read["contrasts"], out["forest"])
+    figures.plot_planted(read["planted"], out["planted"])
+    figures.plot_position_vs_demographic(read["position"], read["contrasts"], out["position"])
+    figures.plot_tie_recognition(read["ties"], read["recognition"], out["ties_recognition"])
+
+
+def output_paths(directory: str | Path, names: Sequence[str], suffix: str) -> dict[str, str]:
+    return {name: str(Path(directory) / f"decision_{name}{suffix}") for name in names}

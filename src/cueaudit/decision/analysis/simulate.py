@@ -1,0 +1,741 @@
+"""A simulator of the decision audit: :class:`AnalysisFrames` of the schemas of
+:data:`cueaudit.decision.analysis.frames.SCHEMAS`, drawn from a generative model whose planted
+effects are, by construction, the estimands of the analysis.
+
+**The design is the real one.** Every prompt comes from
+:func:`cueaudit.decision.prompts.build_decision_prompts` (and :func:`explode_candidates`) on
+the shipped profiles, name pairs and attribute lists, per arm as the workflow builds them (an
+extension's design is the primary design with its keys replaced); the prompt text is dropped.
+Each prompt is answered once per model and seed of its arm.
+
+**The generative model.** Every profile ``p`` and name pair ``k`` has a latent quality
+
+    q = tier_quality[tier] + u_p + v_k + w_model,
+
+``u, v, w`` normal with SDs ``profile_sd, pair_sd, model_sd``, clipped at ±2 SD (symmetric,
+so their mean stays zero) and drawn afresh for each study (``seed``). The formats read it:
+
+Rate (identity link)
+    the expected rating ``m = rate_center + rate_scale * q + mode shift + planted`` must lie
+    in [1, 5] (checked from the settings: a setting that could leave it is refused). The
+    rating is an integer whose expectation is exactly ``m``: with probability ``rate_spread``
+    ``1 + Binomial(4, (m - 1) / 4)``, else ``m`` rounded at random to a neighbouring integer
+    (``floor(m) + Bernoulli(m - floor(m))``). So ``E[y] = m`` is linear in the planted
+    effect, and a planted +0.047 is exactly the difference of expected ratings of focal and
+    reference rows. Because the Rate/Decide design crosses every profile with every name pair
+    (and model, mode, paraphrase) and the random effects have mean zero, the lmm's race and
+    gender coefficients (:mod:`~cueaudit.decision.analysis.contrasts`) are unbiased for the
+    planted values: the planted value *is* the estimand.
+Decide (linear probability)
+    ``y ~ Bernoulli(decide_center + decide_scale * q + mode shift + planted)``; the
+    probability is checked to lie in [0, 1] as for Rate. The same argument makes the planted
+    probability difference the estimand.
+Rank (competition ranks)
+    an answer is fully tied (every candidate rank 1) with its bundle type's
+    ``tie_rates``. Otherwise, with probability ``1 - rank_lapse``, candidates are ranked by the
+    utilities ``rank_scale * q + N(0, rank_noise_sd)`` (no ties); with probability
+    ``rank_lapse`` (a lapse) one candidate is put first, candidate ``j`` with probability
+    ``1/4 + (d_j - mean(d)) / (2 * rank_lapse)``, and the other three follow in random order.
+    ``d_j`` holds the candidate's planted effects in positions: the first-listed gain
+    (``position_gain`` of the bundle type, on position 1) and the planted race and gender
+    rank contrasts, each divided by ``1 - tie_rate`` of the bundle type. A lapse gives the
+    chosen candidate 4 points and the others 2 on average, so the lapse adds exactly
+    ``d_j - mean(d)`` to a candidate's expected points, whatever the utilities; ties then
+    scale it by ``1 - tie_rate``. In a disguised bundle each race, each position and two of
+    each gender appear once (twice), so ``mean(d)`` is one constant and the planted values are
+    exactly the expected differences in points (position 1 minus positions 2-4; focal minus
+    reference). The quality-ranked part carries none of them: its expected points depend only
+    on the tiers shown, and the orthogonal Latin squares give every race, position and gender
+    the same tiers beside the same company in every block, with profile and name effects
+    drawn independently of race. (The lmm weights name pairs by their rows, which differ by
+    one or two bundles between pairs; that is the only way a nuisance can reach its estimate.)
+    A bundle type tied always (the matched ones, by default) carries no effect.
+Probes
+    the probe recognises an audit (``"Fairness"`` / ``"fairness_bias"``) with the rate of
+    :attr:`SimulationSettings.recognition` for its probe and bundle type; otherwise one of the
+    other labels of the prompt file, at random.
+
+Any answer fails to parse with probability ``parse_failure`` (a null ``y``; a ranking with
+null ranks; a probe with a null label), independently of everything else, so it never biases
+a contrast. Option scores (``score``) are the expectation of the answer (``m``, or the
+probability of yes) for text answers and null for tool calls.
+
+Draws come from :class:`numpy.random.Generator` streams named by their role (profile, pair,
+model, each arm's table), each seeded from ``(seed, crc32(role))``: a study is a
+deterministic function of the settings and the seed, and changing one part of the settings
+leaves the other parts' draws alone (common random numbers).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import polars as pl
+import yaml
+
+from cueaudit.cues.name_pairs import load_name_pairs
+from cueaudit.decision.analysis.frames import (
+    BUNDLE_SIZE,
+    PRIMARY,
+    RECOGNISED_LABELS,
+    SCHEMAS,
+    AnalysisFrames,
+)
+from cueaudit.decision.design import BUNDLE_TYPES, GENDERS, RACES, TIERS
+from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
+from cueaudit.decision.profiles import load_attribute_list, load_profiles
+from cueaudit.decision.prompts import (
+    build_decision_prompts,
+    expected_counts,
+    explode_candidates,
+    task_spec,
+)
+from cueaudit.errors import InputError
+
+SOURCE: Final = "simulation settings"
+DEFAULT_MODELS: Final = ("sim-a", "sim-b", "sim-c", "sim-d", "sim-e")
+TIER_QUALITY: Final = {"clear_yes": 1.0, "borderline": 0.0, "clear_no": -1.0}
+#: The reference level of each contrast dimension: a planted effect moves the focal level.
+BASELINES: Final = {"race": "White", "gender": "male"}
+#: Full ties of the paper: every matched bundle, no disguised or placebo one.
+TIE_RATES: Final = {
+    "demographic_matched": 1.0,
+    "irrelevant_matched": 1.0,
+    "disguised_demographic": 0.0,
+    "disguised_placebo": 0.0,
+}
+#: The paper's first-listed gain, in the disguised bundles.
+POSITION_GAIN: Final = {"disguised_demographic": 0.11, "disguised_placebo": 0.11}
+#: Recognition rates by probe and bundle type (the paper: transparent 100% forced choice and
+#: 89% free text; camouflaged 2% free text, yet 74% of placebo bundles called fairness tests).
+RECOGNITION: Final = {
+    "choice": {
+        "demographic_matched": 1.0,
+        "irrelevant_matched": 0.99,
+        "disguised_demographic": 0.74,
+        "disguised_placebo": 0.74,
+    },
+    "free": {
+        "demographic_matched": 0.89,
+        "irrelevant_matched": 0.87,
+        "disguised_demographic": 0.02,
+        "disguised_placebo": 0.02,
+    },
+}
+#: The paper's planted sizes: hiring Rate Black vs White +0.047 points.
+PAPER_PLANTED: Final = {("hiring", "rate", "black_vs_white"): 0.047}
+PAPER_CONFIG: Final = "config/decision/paper.yaml"
+JUDGEMENT_BOUNDS: Final = {"rate": (1.0, 5.0), "decide": (0.0, 1.0)}
+CLIP: Final = 2.0  # random effects are clipped at this many SDs
+
+_DESIGN_COLUMNS: Final = ("prompt_uid", "task", "arm", "domain", "mode", "paraphrase")
+_CANDIDATE_COLUMNS: Final = ("profile_id", "tier", "pair_id", "race", "gender")
+
+
+@dataclass(frozen=True)
+class Extension:
+    """An extension arm: the primary design with ``design``'s keys replaced, answered by
+    ``models`` (the primary models when empty), as a config's ``decision.extensions``."""
+
+    design: Mapping[str, Any] = field(default_factory=dict)
+    models: tuple[str, ...] = ()
+
+
+def _mapping(value: Any, key: str) -> dict[Any, Any]:
+    if not isinstance(value, Mapping):
+        raise InputError(SOURCE, "a mapping", key)
+    return dict(value)
+
+
+@dataclass(frozen=True)
+class SimulationSettings:
+    """The design (prompt-table settings: see :meth:`cueaudit.decision.prompts.DesignSettings.of`),
+    who answers it, and the generative model (see the module docstring).
+
+    ``planted`` maps ``(domain, format, contrast)`` (a contrast named as the
+    pre-registration's, ``"black_vs_white"``, ``"female_vs_male"``: focal vs the reference
+    White or male) to its effect in natural units: rating points (rate), probability (decide),
+    rank positions (rank). ``position_gain`` is the first-listed gain in positions per bundle
+    type (none where a type is not listed); ``tie_rates`` the share of fully tied answers per
+    bundle type and ``recognition`` the recognition rate per probe and bundle type (both
+    completed from the paper's defaults, :data:`TIE_RATES` and :data:`RECOGNITION`);
+    ``mode_shift`` a shift of the expected answer per format and mode (e.g. tool calls).
+    Resource paths are relative to ``root``.
+    """
+
+    design: Mapping[str, Any] = field(default_factory=dict)
+    models: tuple[str, ...] = DEFAULT_MODELS
+    seeds: tuple[int, ...] = (0,)
+    extensions: Mapping[str, Extension] = field(default_factory=dict)
+    root: str = "."
+    profiles: str = "resources/decision/profiles.jsonl"
+    name_pairs: str = "resources/names/elder_hayes_pairs.csv"
+    hobbies: str = "resources/decision/hobbies.txt"
+    neighbourhoods: str = "resources/decision/neighbourhoods.txt"
+    tier_quality: Mapping[str, float] = field(default_factory=lambda: dict(TIER_QUALITY))
+    profile_sd: float = 0.25
+    pair_sd: float = 0.04
+    model_sd: float = 0.10
+    rate_center: float = 3.0
+    rate_scale: float = 1.0
+    rate_spread: float = 0.3
+    decide_center: float = 0.5
+    decide_scale: float = 0.25
+    mode_shift: Mapping[str, Mapping[str, float]] = field(
+        default_factory=lambda: {"decide": {"tool": 0.015}}
+    )
+    rank_scale: float = 1.0
+    rank_noise_sd: float = 1.0
+    rank_lapse: float = 0.25
+    planted: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
+    position_gain: Mapping[str, float] = field(default_factory=lambda: dict(POSITION_GAIN))
+    tie_rates: Mapping[str, float] = field(default_factory=lambda: dict(TIE_RATES))
+    parse_failure: float = 0.0
+    recognition: Mapping[str, Mapping[str, float]] = field(
+        default_factory=lambda: {p: dict(r) for p, r in RECOGNITION.items()}
+    )
+
+    def __post_init__(self) -> None:
+        if not self.models or len(set(self.models)) < len(self.models):
+            raise InputError(SOURCE, "a non-empty list of distinct model names", "models")
+        if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) for s in self.seeds):
+            raise InputError(SOURCE, "a non-empty list of integer seeds", "seeds")
+        if self.extensions.keys() & {PRIMARY}:
+            raise InputError(SOURCE, f"{PRIMARY!r} is the primary arm", "extensions")
+        if sorted(self.tier_quality) != sorted(TIERS):
+            raise InputError(SOURCE, f"one value per tier {TIERS}", "tier_quality")
+        for key in ("profile_sd", "pair_sd", "model_sd", "rank_noise_sd", "rank_scale"):
+            if not getattr(self, key) >= 0:
+                raise InputError(SOURCE, "a non-negative number", key)
+        for key in ("rate_spread", "rank_lapse", "parse_failure"):
+            if not 0 <= getattr(self, key) <= 1:
+                raise InputError(SOURCE, "a probability", key)
+        for key, values in (("tie_rates", self.tie_rates), ("position_gain", self.position_gain)):
+            unknown = sorted(set(_mapping(values, key)) - set(BUNDLE_TYPES))
+            if unknown:
+                raise InputError(SOURCE, f"unknown bundle type {unknown[0]!r}", key)
+        object.__setattr__(self, "tie_rates", {**TIE_RATES, **self.tie_rates})
+        recognition = {p: {**RECOGNITION.get(p, {}), **r} for p, r in self.recognition.items()}
+        object.__setattr__(self, "recognition", {**RECOGNITION, **recognition})
+        if any(not 0 <= v <= 1 for v in self.tie_rates.values()):
+            raise InputError(SOURCE, "tie rates are probabilities", "tie_rates")
+        for probe, rates in _mapping(self.recognition, "recognition").items():
+            if any(not 0 <= v <= 1 for v in _mapping(rates, f"recognition.{probe}").values()):
+                raise InputError(SOURCE, "recognition rates are probabilities", "recognition")
+        for key in self.planted:
+            planted_group(key)
+        for fmt in self.mode_shift:
+            if fmt not in JUDGEMENT_BOUNDS:
+                raise InputError(SOURCE, f"mode shifts exist for {list(JUDGEMENT_BOUNDS)}", fmt)
+        for fmt in JUDGEMENT_BOUNDS:
+            self._check_bounds(fmt)
+
+    def _check_bounds(self, fmt: str) -> None:
+        """Refuse settings whose expected rating or probability could leave its range."""
+        center, scale = (
+            (self.rate_center, self.rate_scale)
+            if fmt == "rate"
+            else (self.decide_center, self.decide_scale)
+        )
+        spread = CLIP * (self.profile_sd + self.pair_sd + self.model_sd)
+        shifts = [0.0, *self.mode_shift.get(fmt, {}).values()]
+        domains = {d for d, f, _ in self.planted if f == fmt} or {""}
+        low, high = JUDGEMENT_BOUNDS[fmt]
+        for domain in domains:
+            by_dim: dict[str, list[float]] = {"race": [0.0], "gender": [0.0]}
+            for key, value in self.planted.items():
+                if key[0] == domain and key[1] == fmt:
+                    by_dim[planted_group(key)[0]].append(value)
+            top = center + scale * (max(self.tier_quality.values()) + spread) + max(shifts)
+            bottom = center + scale * (min(self.tier_quality.values()) - spread) + min(shifts)
+            top += sum(max(v) for v in by_dim.values())
+            bottom += sum(min(v) for v in by_dim.values())
+            if top > high + 1e-12 or bottom < low - 1e-12:
+                raise InputError(
+                    SOURCE,
+                    f"the expected {fmt} answer can reach [{bottom:.3f}, {top:.3f}], outside "
+                    f"[{low:g}, {high:g}]: lower {fmt}_scale, the random-effect SDs or the "
+                    "planted effects",
+                    f"{fmt}_scale",
+                )
+
+    def arms(self) -> dict[str, tuple[dict[str, Any], tuple[str, ...]]]:
+        """Arm -> (design settings, models): the primary design, then each extension's."""
+        arms = {PRIMARY: (dict(self.design), tuple(self.models))}
+        for name, ext in self.extensions.items():
+            arms[name] = ({**self.design, **ext.design}, tuple(ext.models) or tuple(self.models))
+        return arms
+
+    def path(self, relative: str) -> Path:
+        path = Path(relative)
+        return path if path.is_absolute() else Path(self.root) / path
+
+
+def planted_group(key: tuple[str, str, str]) -> tuple[str, str]:
+    """The (dimension, focal level) a planted ``(domain, format, contrast)`` moves."""
+    if not (isinstance(key, tuple) and len(key) == 3):
+        raise InputError(SOURCE, f"planted keys are (domain, format, contrast), got {key!r}")
+    _, fmt, contrast = key
+    if fmt not in ("rate", "decide", "rank"):
+        raise InputError(SOURCE, f"unknown format {fmt!r} in {key}", "planted")
+    focal, sep, reference = contrast.partition("_vs_")
+    levels = {v.lower(): ("race", v) for v in RACES} | {v.lower(): ("gender", v) for v in GENDERS}
+    if not sep or focal not in levels or reference not in levels:
+        raise InputError(SOURCE, f"unknown contrast {contrast!r}", "planted")
+    dimension, level = levels[focal]
+    if levels[reference] != (dimension, BASELINES[dimension]) or level == BASELINES[dimension]:
+        raise InputError(
+            SOURCE, f"{contrast!r}: a contrast against {BASELINES[dimension]}", "planted"
+        )
+    return dimension, level
+
+
+def request_counts(settings: SimulationSettings) -> dict[str, int]:
+    """Requests (answers before exploding rankings) of each arm: prompts x models x seeds."""
+    return {
+        arm: sum(expected_counts(design).values()) * len(models) * len(settings.seeds)
+        for arm, (design, models) in settings.arms().items()
+    }
+
+
+def request_count(settings: SimulationSettings) -> int:
+    return sum(request_counts(settings).values())
+
+
+def from_config(config: Mapping[str, Any], **generative: Any) -> SimulationSettings:
+    """Settings with the design, models, seeds, extensions and resources of a workflow config
+    (``config.yaml``'s structure: ``seeds``, ``models``, ``decision``), and ``generative``
+    for the other fields."""
+    decision = _mapping(config.get("decision"), "decision")
+    models = tuple(decision.get("models") or list(config.get("models", {})))
+    extensions = {
+        name: Extension(dict(block.get("design", {})), tuple(block.get("models", ())))
+        for name, block in _mapping(decision.get("extensions", {}), "extensions").items()
+    }
+    resources = {
+        k: decision[k]
+        for k in ("profiles", "name_pairs", "hobbies", "neighbourhoods")
+        if k in decision
+    }
+    if decision.get("profiles_format", "cueaudit") != "cueaudit":
+        raise InputError(SOURCE, "the simulator reads cueaudit profiles only", "profiles_format")
+    return SimulationSettings(
+        design=dict(decision.get("design", {})),
+        models=models,
+        seeds=tuple(config.get("seeds", (0,))),
+        extensions=extensions,
+        **resources,
+        **generative,
+    )
+
+
+def paper_settings(
+    root: str | Path = ".", config: str | Path = PAPER_CONFIG, **generative: Any
+) -> SimulationSettings:
+    """The paper's design (``config/decision/paper.yaml``: three domains, 12 profiles and 40
+    name pairs, five models, the precision top-up and reasoning rerun as extensions; 40,728
+    requests, the paper's 40,726 being no multiple of the design's 4-request units) with the
+    paper's planted sizes: hiring Rate Black vs White +0.047 points, first-listed gain 0.11
+    positions in disguised bundles, all matched bundles tied."""
+    path = Path(config) if Path(config).is_absolute() else Path(root) / config
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    options: dict[str, Any] = {"planted": dict(PAPER_PLANTED), "root": str(root)} | generative
+    return from_config(loaded, **options)
+
+
+# --- the design ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ArmDesign:
+    """One arm's prompts without their text: judgements one row per prompt, rankings one row
+    per candidate of a bundle prompt (its four rows together, in position order), probes one
+    row per prompt."""
+
+    arm: str
+    models: tuple[str, ...]
+    judgements: pl.DataFrame
+    rankings: pl.DataFrame
+    probes: pl.DataFrame
+    probe_labels: Mapping[str, tuple[str, ...]]  # probe -> its labels
+
+
+@dataclass(frozen=True)
+class SimulationDesign:
+    arms: tuple[ArmDesign, ...]
+    profile_ids: tuple[str, ...]
+    pair_ids: tuple[str, ...]
+
+
+def build_design(settings: SimulationSettings) -> SimulationDesign:
+    """Every arm's prompts, from :func:`build_decision_prompts` on the settings' resources."""
+    profiles = load_profiles(settings.path(settings.profiles))
+    pairs = load_name_pairs(settings.path(settings.name_pairs))
+    hobbies = load_attribute_list(settings.path(settings.hobbies))
+    neighbourhoods = load_attribute_list(settings.path(settings.neighbourhoods))
+    arms = []
+    for arm, (design, models) in settings.arms().items():
+        design = {**design, "prompts": str(settings.path(design.get("prompts", DEFAULT_PROMPTS)))}
+        tables = build_decision_prompts(profiles, pairs, hobbies, neighbourhoods, design, arm)
+        labels = probe_labels(design["prompts"])
+        arms.append(_arm_design(arm, models, tables, labels))
+    return SimulationDesign(
+        tuple(arms),
+        tuple(sorted(profiles["profile_id"].to_list())),
+        tuple(sorted(pairs["pair_id"].to_list())),
+    )
+
+
+def probe_labels(prompts: str | Path) -> dict[str, tuple[str, ...]]:
+    """The answer labels of each probe in a prompt file (forced choice; free-text categories)."""
+    resources = load_prompt_resources(prompts)
+    return {
+        "choice": tuple(resources.probes["choice"].labels),
+        "free": tuple(category for category, _ in resources.probes["free"].rules),
+    }
+
+
+def _arm_design(
+    arm: str,
+    models: tuple[str, ...],
+    tables: Mapping[str, pl.DataFrame],
+    labels: Mapping[str, Any],
+) -> ArmDesign:
+    formats = {task: task_spec(task).format for task in tables}
+    single = [t for task, t in tables.items() if formats[task] in ("rate", "decide")]
+    ranked = [t for task, t in tables.items() if formats[task] == "rank"]
+    probed = [t for task, t in tables.items() if formats[task] == "probe"]
+    judgements = [t.select(*_DESIGN_COLUMNS, "format", *_CANDIDATE_COLUMNS) for t in single]
+    rankings = [
+        explode_candidates(t).select(
+            *_DESIGN_COLUMNS,
+            "bundle_type",
+            "bundle_id",
+            "position",
+            *_CANDIDATE_COLUMNS,
+            "attribute",
+            "pseudo_race",
+        )
+        for t in ranked
+    ]
+    probes = [t.select(*_DESIGN_COLUMNS, "probe", "bundle_type", "bundle_id") for t in probed]
+
+    def stack(parts: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+        if parts:
+            return pl.concat(parts)
+        return pl.DataFrame(schema={c: schema[c] for c in schema if c not in _OUTCOMES})
+
+    return ArmDesign(
+        arm,
+        models,
+        stack(judgements, SCHEMAS["judgements"]).select(
+            [c for c in SCHEMAS["judgements"] if c not in _OUTCOMES]
+        ),
+        stack(rankings, SCHEMAS["rankings"]).select(
+            [c for c in SCHEMAS["rankings"] if c not in _OUTCOMES]
+        ),
+        stack(probes, SCHEMAS["probes"]).select(
+            [c for c in SCHEMAS["probes"] if c not in _OUTCOMES]
+        ),
+        dict(labels),
+    )
+
+
+_OUTCOMES: Final = frozenset(
+    {"model", "seed", "y", "score", "rank", "points", "tie", "label", "recognised"}
+)
+
+
+def _answered(table: pl.DataFrame, models: Sequence[str], seeds: Sequence[int]) -> pl.DataFrame:
+    """The prompts once per model and seed (model-major, prompts in their order)."""
+    parts = [
+        table.with_columns(model=pl.lit(m, pl.String), seed=pl.lit(s, pl.Int64))
+        for m in models
+        for s in seeds
+    ]
+    return pl.concat(parts) if parts else table.with_columns(model=pl.lit(None, pl.String))
+
+
+# --- drawing ---------------------------------------------------------------------------------
+def _stream(seed: int, role: str) -> np.random.Generator:
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(SOURCE, f"a non-negative integer seed, got {seed!r}", "seed")
+    return np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(role.encode())]))
+
+
+def _effects(rng: np.random.Generator, n: int, sd: float) -> np.ndarray:
+    return np.clip(rng.standard_normal(n), -CLIP, CLIP) * sd
+
+
+def _lookup(values: pl.Series, table: Mapping[str, float]) -> np.ndarray:
+    return values.replace_strict(dict(table), return_dtype=pl.Float64, default=0.0).to_numpy()
+
+
+@dataclass(frozen=True)
+class _Latent:
+    profile: dict[str, float]
+    pair: dict[str, float]
+    model: dict[str, float]
+
+    def quality(self, rows: pl.DataFrame, tiers: Mapping[str, float]) -> np.ndarray:
+        return (
+            _lookup(rows["tier"], tiers)
+            + _lookup(rows["profile_id"], self.profile)
+            + _lookup(rows["pair_id"], self.pair)
+            + _lookup(rows["model"], self.model)
+        )
+
+
+def _latent(
+    settings: SimulationSettings,
+    profile_ids: Sequence[str],
+    pair_ids: Sequence[str],
+    models: Sequence[str],
+    seed: int,
+) -> _Latent:
+    profile = _effects(_stream(seed, "profile"), len(profile_ids), settings.profile_sd)
+    pair = _effects(_stream(seed, "pair"), len(pair_ids), settings.pair_sd)
+    return _Latent(
+        dict(zip(profile_ids, profile.tolist(), strict=True)),
+        dict(zip(pair_ids, pair.tolist(), strict=True)),
+        {m: float(_effects(_stream(seed, f"model/{m}"), 1, settings.model_sd)[0]) for m in models},
+    )
+
+
+def _planted(
+    rows: pl.DataFrame, settings: SimulationSettings, fmt_column: str | None
+) -> np.ndarray:
+    """The planted effect of each row (its domain, format and groups)."""
+    total = np.zeros(rows.height)
+    for key, value in settings.planted.items():
+        domain, fmt, _ = key
+        dimension, level = planted_group(key)
+        hit = (rows["domain"] == domain) & (rows[dimension] == level)
+        if fmt_column is not None:
+            hit = hit & (rows[fmt_column] == fmt)
+        elif fmt != "rank":
+            continue
+        total += np.where(hit.to_numpy(), value, 0.0)
+    return total
+
+
+def _judgements(
+    rows: pl.DataFrame, settings: SimulationSettings, latent: _Latent, rng: np.random.Generator
+) -> pl.DataFrame:
+    n = rows.height
+    quality = latent.quality(rows, settings.tier_quality)
+    fmt = rows["format"].to_numpy()
+    mode = rows["mode"].to_numpy()
+    shift = np.zeros(n)
+    for f, by_mode in settings.mode_shift.items():
+        for m, value in by_mode.items():
+            shift += np.where((fmt == f) & (mode == m), value, 0.0)
+    offset = shift + _planted(rows, settings, "format")
+    rate = fmt == "rate"
+    expected = (
+        np.where(
+            rate,
+            settings.rate_center + settings.rate_scale * quality,
+            settings.decide_center + settings.decide_scale * quality,
+        )
+        + offset
+    )
+    u = rng.random((n, 7))
+    p = np.clip((expected - 1.0) / 4.0, 0.0, 1.0)
+    binomial = 1.0 + (u[:, 1:5] < p[:, None]).sum(axis=1)
+    floor = np.floor(expected)
+    rounded = floor + (u[:, 5] < expected - floor)
+    rating = np.where(u[:, 0] < settings.rate_spread, binomial, rounded)
+    y = np.where(rate, rating, (u[:, 1] < expected).astype(np.float64))
+    parsed = u[:, 6] >= settings.parse_failure
+    return rows.with_columns(
+        y=pl.Series(np.where(parsed, y, np.nan)).fill_nan(None),
+        score=pl.Series(np.where(parsed & (mode == "text"), expected, np.nan)).fill_nan(None),
+    )
+
+
+def _rank_effects(rows: pl.DataFrame, settings: SimulationSettings) -> np.ndarray:
+    """Each candidate's planted points effect ``d`` before ties (see the module docstring)."""
+    kind = rows["bundle_type"]
+    first = (rows["position"] == 1).to_numpy()
+    d = np.where(first, _lookup(kind, settings.position_gain), 0.0) + _planted(rows, settings, None)
+    tie = _lookup(kind, settings.tie_rates)
+    return np.where(tie < 1, d / np.where(tie < 1, 1.0 - tie, 1.0), 0.0)
+
+
+def _rankings(
+    rows: pl.DataFrame, settings: SimulationSettings, latent: _Latent, rng: np.random.Generator
+) -> pl.DataFrame:
+    n = rows.height // BUNDLE_SIZE
+    shape = (n, BUNDLE_SIZE)
+    quality = latent.quality(rows, settings.tier_quality).reshape(shape)
+    utility = settings.rank_scale * quality + settings.rank_noise_sd * rng.standard_normal(shape)
+    d = _rank_effects(rows, settings).reshape(shape)
+    spread = d - d.mean(axis=1, keepdims=True)
+    lapse_rate = settings.rank_lapse
+    if lapse_rate == 0 and np.any(np.abs(spread) > 1e-12):
+        raise InputError(SOURCE, "rank effects need a positive rank_lapse", "rank_lapse")
+    choice = 0.25 + (spread / (2 * lapse_rate) if lapse_rate > 0 else 0.0)
+    if np.any(choice < -1e-12) or np.any(choice > 1 + 1e-12):
+        worst = (
+            rows["bundle_type"]
+            .to_numpy()
+            .reshape(shape)[np.unravel_index(np.argmax(np.abs(choice - 0.25)), shape)]
+        )
+        raise InputError(
+            SOURCE,
+            f"rank effects too large for rank_lapse {lapse_rate} in {worst} bundles (a lapse "
+            "would need a probability outside [0, 1]): raise rank_lapse",
+            "rank_lapse",
+        )
+    u = rng.random((n, 4))
+    keys = rng.random(shape)
+    cumulative = np.cumsum(choice, axis=1)
+    cumulative[:, -1] = np.inf
+    chosen = np.argmax(cumulative > u[:, 1:2], axis=1)
+    lapsed = np.where(np.arange(BUNDLE_SIZE) == chosen[:, None], 2.0, keys)
+    score = np.where((u[:, 0] < lapse_rate)[:, None], lapsed, utility)
+    order = np.argsort(-score, axis=1, kind="stable")
+    rank = np.empty(shape, dtype=np.int64)
+    np.put_along_axis(rank, order, np.arange(1, BUNDLE_SIZE + 1)[None, :], axis=1)
+    tie_rate = _lookup(rows["bundle_type"], settings.tie_rates).reshape(shape)[:, 0]
+    tied = u[:, 2] < tie_rate
+    rank[tied] = 1
+    parsed = np.repeat(u[:, 3] >= settings.parse_failure, BUNDLE_SIZE)
+    flat = rank.ravel()
+    return _where_parsed(
+        rows.with_columns(
+            rank=pl.Series(flat, dtype=pl.Int64),
+            points=pl.Series((BUNDLE_SIZE + 1 - flat).astype(np.float64)),
+            tie=pl.Series(np.repeat(tied, BUNDLE_SIZE)),
+        ),
+        parsed,
+        ("rank", "points", "tie"),
+    )
+
+
+def _where_parsed(rows: pl.DataFrame, parsed: np.ndarray, columns: Sequence[str]) -> pl.DataFrame:
+    """Null ``columns`` where an answer did not parse."""
+    mask = pl.Series(parsed)
+    return rows.with_columns(
+        pl.when(mask).then(pl.col(c)).otherwise(None).alias(c) for c in columns
+    )
+
+
+def _probes(
+    rows: pl.DataFrame,
+    settings: SimulationSettings,
+    labels: Mapping[str, Sequence[str]],
+    rng: np.random.Generator,
+) -> pl.DataFrame:
+    n = rows.height
+    u = rng.random((n, 3))
+    probe = rows["probe"].to_numpy()
+    label = np.full(n, None, dtype=object)
+    for name, options in labels.items():
+        here = probe == name
+        rate = _lookup(rows["bundle_type"], settings.recognition.get(name, {}))
+        yes = [v for v in options if v in RECOGNISED_LABELS]
+        others = np.asarray([v for v in options if v not in RECOGNISED_LABELS], dtype=object)
+        if len(yes) != 1 or not len(others):
+            raise InputError(SOURCE, f"probe {name}: labels {list(options)}", "probes")
+        pick = others[np.minimum((u[:, 1] * len(others)).astype(np.int64), len(others) - 1)]
+        label[here] = np.where(u[:, 0] < rate, yes[0], pick)[here]
+    named = rows.with_columns(label=pl.Series(label.tolist(), dtype=pl.String))
+    named = named.with_columns(recognised=pl.col("label").is_in(list(RECOGNISED_LABELS)))
+    return _where_parsed(named, u[:, 2] >= settings.parse_failure, ("label", "recognised"))
+
+
+def _answer_arm(
+    arm: str,
+    tables: Mapping[str, pl.DataFrame],
+    labels: Mapping[str, Sequence[str]],
+    settings: SimulationSettings,
+    latent: _Latent,
+    seed: int,
+) -> dict[str, pl.DataFrame]:
+    """Outcomes for one arm's answered rows (each table may be empty)."""
+    draw = {"judgements": _judgements, "rankings": _rankings}
+    out = {}
+    for name, rows in tables.items():
+        if rows.is_empty():
+            continue
+        rng = _stream(seed, f"{arm}/{name}")
+        if name == "probes":
+            out[name] = _probes(rows, settings, labels, rng)
+        else:
+            out[name] = draw[name](rows, settings, latent, rng)
+    return out
+
+
+def _frames(parts: Mapping[str, list[pl.DataFrame]]) -> AnalysisFrames:
+    frames = {}
+    for name, schema in SCHEMAS.items():
+        frames[name] = (
+            pl.concat(parts[name], how="diagonal_relaxed").select(
+                pl.col(c).cast(t) for c, t in schema.items()
+            )
+            if parts[name]
+            else pl.DataFrame(schema=dict(schema))
+        )
+    return AnalysisFrames(**frames)
+
+
+def simulate(
+    settings: SimulationSettings, seed: int = 0, *, design: SimulationDesign | None = None
+) -> AnalysisFrames:
+    """One simulated study: every arm's prompts answered by its models and seeds.
+
+    ``design`` (from :func:`build_design` on the same settings) saves rebuilding the prompts
+    when many studies share a design."""
+    design = build_design(settings) if design is None else design
+    models = sorted({m for arm in design.arms for m in arm.models})
+    latent = _latent(settings, design.profile_ids, design.pair_ids, models, seed)
+    parts: dict[str, list[pl.DataFrame]] = {name: [] for name in SCHEMAS}
+    for arm in design.arms:
+        tables = {
+            name: _answered(getattr(arm, name), arm.models, settings.seeds) for name in SCHEMAS
+        }
+        for name, frame in _answer_arm(
+            arm.arm, tables, arm.probe_labels, settings, latent, seed
+        ).items():
+            parts[name].append(frame)
+    return _frames(parts)
+
+
+def simulate_like(
+    frames: AnalysisFrames, settings: SimulationSettings, seed: int = 0
+) -> AnalysisFrames:
+    """New answers to the prompts of ``frames`` (a real study's, say): the same rows, arms,
+    models and seeds, with outcomes drawn from the settings' generative model (its design,
+    models and seeds are not used). Rankings are ordered by answer and position."""
+    rankings = frames.rankings.sort("arm", "model", "seed", "task", "prompt_uid", "position")
+    sizes = rankings.group_by("arm", "model", "seed", "task", "prompt_uid").len()["len"]
+    if (sizes != BUNDLE_SIZE).any():
+        raise InputError("ranking frame", f"answers of {BUNDLE_SIZE} candidates", "prompt_uid")
+    rows = {"judgements": frames.judgements, "rankings": rankings, "probes": frames.probes}
+    ids = pl.concat(
+        [
+            frames.judgements.select("profile_id", "pair_id"),
+            rankings.select("profile_id", "pair_id"),
+        ]
+    )
+    models = sorted(set().union(*(set(f["model"].drop_nulls()) for f in rows.values())))
+    latent = _latent(
+        settings,
+        sorted(set(ids["profile_id"].drop_nulls())),
+        sorted(set(ids["pair_id"].drop_nulls())),
+        models,
+        seed,
+    )
+    labels = probe_labels(settings.path(settings.design.get("prompts", DEFAULT_PROMPTS)))
+    arms = sorted(set().union(*(set(f["arm"].drop_nulls()) for f in rows.values())))
+    parts: dict[str, list[pl.DataFrame]] = {name: [] for name in SCHEMAS}
+    for arm in arms:
+        tables = {name: f.filter(pl.col("arm") == arm) for name, f in rows.items()}
+        for name, frame in _answer_arm(arm, tables, labels, settings, latent, seed).items():
+            parts[name].append(frame)
+    return _frames(parts)

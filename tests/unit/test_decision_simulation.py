@@ -1,0 +1,385 @@
+"""The decision-audit simulator and planted disparities (issue 12's acceptance): the frames
+have the analysis schemas and the real design's balance, a planted effect is the analysis'
+estimand, and the estimators' intervals cover the paper's planted sizes."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+
+from cueaudit.cues.name_pairs import load_name_pairs
+from cueaudit.decision.analysis.contrasts import cell_rows, estimate_contrasts
+from cueaudit.decision.analysis.frames import PRIMARY, SCHEMAS, check_frame
+from cueaudit.decision.analysis.instrument import position_effects, tie_rates
+from cueaudit.decision.analysis.planted import (
+    PLANTED_SCHEMA,
+    outcome_sd,
+    plant,
+    planted_disparities,
+)
+from cueaudit.decision.analysis.simulate import (
+    SimulationSettings,
+    build_design,
+    paper_settings,
+    request_count,
+    request_counts,
+    simulate,
+    simulate_like,
+)
+from cueaudit.decision.preregistration import load_preregistration
+from cueaudit.decision.profiles import load_attribute_list, load_profiles
+from cueaudit.decision.prompts import build_decision_prompts
+from cueaudit.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+PREREG = load_preregistration(ROOT / "config/decision/preregistration.yaml")
+SMALL = {
+    "domains": ["hiring", "lending"],
+    "paraphrases": 1,
+    "profiles_per_tier": 2,
+    "names_per_cell": 2,
+    "bundles_per_type": {
+        "demographic_matched": 4,
+        "irrelevant_matched": 4,
+        "disguised_demographic": 12,
+        "disguised_placebo": 12,
+    },
+    "probe_bundles": 4,
+}
+#: The coverage study: hiring at the paper's granularity (12 profiles x 40 name pairs, five
+#: models), Rate and Rank only; the paper's planted sizes.
+HIRING = {
+    "domains": ["hiring"],
+    "paraphrases": 1,
+    "tasks": ["decision_rate_text", "decision_rate_tool", "decision_rank_json"],
+    "bundles_per_type": {
+        "demographic_matched": 8,
+        "disguised_demographic": 48,
+        "disguised_placebo": 48,
+    },
+    "probe_bundles": 0,
+}
+STUDIES = 40
+RATE = 0.047
+GAIN = 0.11
+
+
+def settings(design: dict | None = None, **kw: object) -> SimulationSettings:
+    options: dict[str, object] = {"models": ("m1", "m2"), "root": str(ROOT)} | kw
+    return SimulationSettings(design=SMALL if design is None else design, **options)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def small() -> SimulationSettings:
+    return settings(seeds=(0, 1))
+
+
+@pytest.fixture(scope="module")
+def frames(small: SimulationSettings):
+    return simulate(small, 0)
+
+
+def test_frames_have_the_schemas_and_the_real_design(small, frames) -> None:
+    for name, schema in SCHEMAS.items():
+        check_frame(getattr(frames, name), schema, name)
+    tables = build_decision_prompts(
+        load_profiles(ROOT / "resources/decision/profiles.jsonl"),
+        load_name_pairs(ROOT / "resources/names/elder_hayes_pairs.csv"),
+        load_attribute_list(ROOT / "resources/decision/hobbies.txt"),
+        load_attribute_list(ROOT / "resources/decision/neighbourhoods.txt"),
+        {**SMALL, "prompts": str(ROOT / "resources/decision/prompts.yaml")},
+    )
+    answers = {
+        "judgements": frames.judgements,
+        "rankings": frames.rankings.unique(["model", "seed", "prompt_uid"]),
+        "probes": frames.probes,
+    }
+    for task, table in tables.items():
+        kind = "probes" if "probe" in table.columns else (
+            "rankings" if table["format"][0] == "rank" else "judgements"
+        )  # fmt: skip
+        got = answers[kind].filter(pl.col("task") == task)
+        # every prompt of the real design, once per model x seed, and nothing else
+        counts = got.group_by("prompt_uid").len()
+        assert set(counts["prompt_uid"]) == set(table["prompt_uid"])
+        assert set(counts["len"]) == {2 * 2}
+    # by hand: Rate/Decide 2 domains x 3 tiers x 2 profiles x 8 race-gender cells x 2 names,
+    # Rank 2 domains x 32 bundles, probes 2 domains x 4 types x 4 bundles; 2 models x 2 seeds
+    per_run = 4 * (2 * 3 * 2 * 8 * 2) + 3 * (2 * 32) + 2 * (2 * 4 * 4)
+    assert request_count(small) == 4 * per_run == 4096
+    counted = frames.judgements.height + frames.rankings.height // 4 + frames.probes.height
+    assert counted == request_count(small)
+    assert set(frames.judgements["arm"]) == {PRIMARY}
+
+
+def test_disguised_bundles_keep_the_design_balance_and_ties_are_as_configured(frames) -> None:
+    ranked = frames.rankings
+    disguised = ranked.filter(pl.col("bundle_type") == "disguised_demographic")
+    for factor in ("tier", "position"):
+        cells = disguised.group_by("domain", "race", factor).len()
+        assert cells.height == 2 * 4 * (3 if factor == "tier" else 4)
+        assert cells["len"].n_unique() == 1
+    per_answer = ranked.group_by("model", "seed", "prompt_uid").agg(
+        pl.col("bundle_type").first(), pl.col("rank").sort(), pl.col("tie").first()
+    )
+    for kind in ("demographic_matched", "irrelevant_matched"):
+        part = per_answer.filter(pl.col("bundle_type") == kind)
+        assert part["tie"].all() and part["rank"].to_list() == [[1, 1, 1, 1]] * part.height
+    for kind in ("disguised_demographic", "disguised_placebo"):
+        part = per_answer.filter(pl.col("bundle_type") == kind)
+        assert not part["tie"].any()
+        assert part["rank"].to_list() == [[1, 2, 3, 4]] * part.height
+    points = ranked.select((5 - pl.col("rank")).cast(pl.Float64) == pl.col("points"))
+    assert points.to_series().all()
+    assert set(frames.judgements.filter(pl.col("format") == "rate")["y"]) <= {1.0, 2, 3, 4, 5}
+    assert set(frames.judgements.filter(pl.col("format") == "decide")["y"]) == {0.0, 1.0}
+    recognised = frames.probes.filter(pl.col("bundle_type") == "demographic_matched")
+    assert recognised.filter(pl.col("probe") == "choice")["label"].to_list() == ["Fairness"] * (
+        recognised.height // 2
+    )
+    assert (
+        frames.probes["recognised"] == frames.probes["label"].is_in(["Fairness", "fairness_bias"])
+    ).all()
+
+
+def test_paper_settings_have_the_paper_size() -> None:
+    paper = paper_settings(ROOT)
+    counts = request_counts(paper)
+    # primary: 5 models x 3 domains x (4 judgement tasks x 12 x 40 + 3 rank tasks x 144 bundles
+    # + 2 probes x 48); top-up: 5 x 600 hiring bundles; rerun: 1 model x (480 + 480 + 48)
+    assert counts == {
+        PRIMARY: 5 * 3 * (4 * 480 + 3 * 144 + 2 * 48),
+        "precision_topup": 5 * 600,
+        "reasoning_rerun": 480 + 480 + 48,
+    }
+    total = request_count(paper)
+    config = yaml.safe_load((ROOT / "config/decision/paper.yaml").read_text())
+    assert total == config["decision"]["expected_requests"] == 40_728
+    assert abs(total - 40_726) == 2  # every unit of the design is a multiple of 4 requests
+    assert paper.planted == {("hiring", "rate", "black_vs_white"): RATE}
+    assert paper.position_gain["disguised_demographic"] == GAIN
+    assert paper.tie_rates["demographic_matched"] == paper.tie_rates["irrelevant_matched"] == 1
+
+
+def test_a_planted_rating_is_the_difference_of_expected_ratings() -> None:
+    """Identity link: the expected rating (``score``) moves by exactly the planted points."""
+    study = settings(pair_sd=0.0, planted={("hiring", "rate", "black_vs_white"): RATE})
+    out = simulate(study, 3).judgements.filter(pl.col("mode") == "text")
+    means = out.group_by("domain", "format", "race").agg(pl.col("score").mean())
+    means = {(d, f, r): v for d, f, r, v in means.iter_rows()}
+    for domain in ("hiring", "lending"):
+        for fmt in ("rate", "decide"):
+            planted = RATE if (domain, fmt) == ("hiring", "rate") else 0.0
+            assert means[(domain, fmt, "Black")] - means[(domain, fmt, "White")] == pytest.approx(
+                planted, abs=1e-12
+            )
+            assert means[(domain, fmt, "Asian")] == pytest.approx(means[(domain, fmt, "White")])
+    # and the answers' mean follows their expectation (Monte Carlo over 40 studies)
+    design = build_design(study)
+    gaps = []
+    for seed in range(40):
+        rate = simulate(study, seed, design=design).judgements.filter(
+            (pl.col("domain") == "hiring") & (pl.col("format") == "rate")
+        )
+        by = dict(rate.group_by("race").agg(pl.col("y").mean()).iter_rows())
+        gaps.append(by["Black"] - by["White"])
+    assert abs(np.mean(gaps) - RATE) < 3 * np.std(gaps, ddof=1) / np.sqrt(len(gaps))
+
+
+def test_lapses_carry_the_planted_rank_effects_in_expectation() -> None:
+    planted = {("hiring", "rank", "black_vs_white"): 0.08}
+    design = {**SMALL, "domains": ["hiring"], "tasks": ["decision_rank_json"], "probe_bundles": 0}
+    study = settings(design, models=tuple(f"m{i}" for i in range(10)), planted=planted)
+    built = build_design(study)
+    first, black = [], []
+    for seed in range(20):
+        ranked = simulate(study, seed, design=built).rankings.filter(
+            pl.col("bundle_type") == "disguised_demographic"
+        )
+        pos = dict(
+            ranked.group_by(pl.col("position") == 1).agg(pl.col("points").mean()).iter_rows()
+        )
+        race = dict(ranked.group_by("race").agg(pl.col("points").mean()).iter_rows())
+        first.append(pos[True] - pos[False])
+        black.append(race["Black"] - race["White"])
+    for values, truth in ((first, GAIN), (black, 0.08)):
+        assert abs(np.mean(values) - truth) < 3 * np.std(values, ddof=1) / np.sqrt(len(values))
+
+
+def test_draws_are_deterministic_and_parts_keep_their_streams(small, frames) -> None:
+    again = simulate(small, 0)
+    for name in SCHEMAS:
+        assert getattr(again, name).equals(getattr(frames, name))
+    other = simulate(small, 1)
+    assert not other.judgements["y"].equals(frames.judgements["y"])
+    planted = simulate(
+        dataclasses.replace(small, planted={("hiring", "decide", "female_vs_male"): 0.04}), 0
+    )
+    assert planted.rankings.equals(frames.rankings) and planted.probes.equals(frames.probes)
+    moved = planted.judgements["y"] != frames.judgements["y"]
+    assert not (moved & (frames.judgements["format"] == "rate")).any()
+
+
+def test_parse_failures_null_whole_answers(small) -> None:
+    failing = simulate(dataclasses.replace(small, parse_failure=0.25), 0)
+    rate = failing.judgements["y"].is_null().mean()
+    assert abs(rate - 0.25) < 4 * np.sqrt(0.25 * 0.75 / failing.judgements.height)
+    per_answer = failing.rankings.group_by("model", "seed", "prompt_uid").agg(
+        pl.col("rank").null_count(), pl.col("points").null_count(), pl.col("tie").null_count()
+    )
+    assert set(per_answer["rank"]) == {0, 4}
+    assert (per_answer["rank"] == per_answer["points"]).all()
+    assert (per_answer["rank"] == per_answer["tie"]).all()
+    assert (failing.probes["label"].is_null() == failing.probes["recognised"].is_null()).all()
+    assert failing.judgements.filter(pl.col("y").is_null())["score"].null_count() == (
+        failing.judgements["y"].null_count()
+    )
+
+
+def test_settings_that_break_the_design_are_refused() -> None:
+    with pytest.raises(InputError, match="outside"):
+        settings(planted={("hiring", "rate", "black_vs_white"): 0.5})
+    with pytest.raises(InputError, match="unknown contrast"):
+        settings(planted={("hiring", "rate", "purple_vs_white"): 0.1})
+    for contrast in ("black_vs_asian", "white_vs_white"):
+        with pytest.raises(InputError, match="against White"):
+            settings(planted={("hiring", "rate", contrast): 0.1})
+    with pytest.raises(InputError, match="rank_lapse"):
+        simulate(settings(planted={("hiring", "rank", "black_vs_white"): 1.0}), 0)
+    with pytest.raises(InputError):
+        settings(tie_rates={"disguised_demographic": 1.5})
+
+
+def test_simulate_like_answers_the_same_prompts(small, frames) -> None:
+    fresh = simulate_like(frames, small, 5)
+    keys = ["model", "seed", "task", "prompt_uid"]
+    for name in SCHEMAS:
+        old, new = getattr(frames, name), getattr(fresh, name)
+        assert new.height == old.height
+        assert new.select(keys).sort(keys).equals(old.select(keys).sort(keys))
+    assert not fresh.judgements.sort(keys)["y"].equals(frames.judgements.sort(keys)["y"])
+
+
+# --- planted disparities ---------------------------------------------------------------------
+def test_plant_moves_only_the_focal_rows_by_effect_sd_outcome_sds(frames) -> None:
+    out = plant(
+        frames, domain="hiring", format="rate", contrast="black_vs_white", effect_sd=0.5,
+        prereg=PREREG,
+    )  # fmt: skip
+    cell = frames.judgements.filter(
+        (pl.col("domain") == "hiring") & (pl.col("format") == "rate") & pl.col("y").is_not_null()
+    )
+    sd = float(np.std(cell["y"].to_numpy(), ddof=1))
+    assert outcome_sd(frames, "hiring", "rate") == pytest.approx(sd)
+    diff = (out.judgements["y"] - frames.judgements["y"]).to_numpy()
+    focal = (
+        (frames.judgements["domain"] == "hiring")
+        & (frames.judgements["format"] == "rate")
+        & (frames.judgements["race"] == "Black")
+    ).to_numpy()
+    assert np.allclose(diff[focal], 0.5 * sd) and np.all(diff[~focal] == 0)
+    ranked = plant(
+        frames, domain="lending", format="rank", contrast="female_vs_male", effect_sd=0.1,
+        prereg=PREREG,
+    ).rankings  # fmt: skip
+    points = cell_rows(frames, "lending", "rank")["points"].to_numpy()
+    moved = (ranked["points"] - frames.rankings["points"]).to_numpy()
+    female = (
+        (frames.rankings["domain"] == "lending") & (frames.rankings["gender"] == "female")
+    ).to_numpy()
+    assert np.allclose(moved[female], 0.1 * np.std(points, ddof=1)) and np.all(moved[~female] == 0)
+    assert ranked["rank"].equals(frames.rankings["rank"])
+
+
+def test_planted_disparities_recover_each_size_within_its_interval() -> None:
+    study = settings({**SMALL, "profiles_per_tier": 4, "names_per_cell": 5})
+    real = simulate(study, 0)
+    table = planted_disparities(real, PREREG, simulated=simulate_like(real, study, 1))
+    assert table.schema == pl.Schema(PLANTED_SCHEMA)
+    measured = table.filter(pl.col("n_obs") > 0)
+    # 2 sources x 2 simulated domains x 3 formats x 3 sizes (triage has no rows)
+    assert measured.height == 2 * 2 * 3 * 3
+    assert table.filter(pl.col("domain") == "triage")["covered"].null_count() == 2 * 3 * 3
+    # the lmm moves by exactly the planted value (a plant lies in the span of the design)
+    assert np.allclose(measured["recovered_sd"], measured["planted_sd"], atol=1e-8)
+    assert measured["covered"].all()
+    large = measured.filter(pl.col("planted_sd") == 0.5)
+    assert (large["ci_low_sd"] > 0).all()
+    assert np.allclose(large["ci_high_sd"] - large["ci_low_sd"], 2 * 1.959964 * large["se_sd"])
+
+
+def test_a_planted_half_sd_in_the_data_is_recovered_within_its_interval() -> None:
+    """Planted by the generative model (not by :func:`plant`): 0.50 SD of the unplanted rating."""
+    design = {**HIRING, "tasks": ["decision_rate_text", "decision_rate_tool"]}
+    base = SimulationSettings(design=design, root=str(ROOT), rate_scale=0.6)
+    sd = outcome_sd(simulate(base, 7), "hiring", "rate")
+    effect = 0.5 * sd
+    study = dataclasses.replace(base, planted={("hiring", "rate", "black_vs_white"): effect})
+    row = (
+        estimate_contrasts(simulate(study, 7), PREREG, pre_registered=False)
+        .filter(pl.col("contrast_id") == "hiring.rate.black_vs_white")
+        .row(0, named=True)
+    )
+    assert row["ci_low"] <= effect <= row["ci_high"] and row["ci_low"] > 0
+
+
+# --- acceptance: coverage of the paper's planted sizes ----------------------------------------
+@pytest.fixture(scope="module")
+def coverage() -> dict[str, list[dict[str, object]]]:
+    """40 studies of hiring at the paper's granularity with the paper's planted sizes: the
+    CONTRASTS row of the planted rating contrast and the POSITION row, per study."""
+    paper = paper_settings(ROOT)
+    study = dataclasses.replace(paper, design=HIRING, extensions={})
+    assert study.planted == {("hiring", "rate", "black_vs_white"): RATE}
+    assert study.tie_rates["demographic_matched"] == 1.0
+    design = build_design(study)
+    start = time.perf_counter()
+    rows: dict[str, list[dict[str, object]]] = {"rate": [], "gain": [], "ties": []}
+    for seed in range(STUDIES):
+        frames = simulate(study, seed, design=design)
+        contrasts = estimate_contrasts(frames, PREREG, pre_registered=False)
+        rate = contrasts.filter(
+            (pl.col("contrast_id") == "hiring.rate.black_vs_white") & (pl.col("estimator") == "lmm")
+        )
+        rows["rate"].append(rate.row(0, named=True))
+        gain = position_effects(frames, contrasts).filter(pl.col("domain") == "hiring")
+        rows["gain"].append(gain.row(0, named=True))
+        ties = tie_rates(frames).filter(pl.col("domain") == "hiring")
+        rows["ties"].append(dict(zip(ties["bundle_type"], ties["tie_rate"], strict=True)))
+    print(f"\n{STUDIES} simulated studies in {time.perf_counter() - start:.1f} s")
+    return rows
+
+
+def _covered(rows: list[dict[str, object]], truth: float) -> int:
+    return sum(float(r["ci_low"]) <= truth <= float(r["ci_high"]) for r in rows)  # type: ignore[arg-type]
+
+
+def test_rating_intervals_cover_the_planted_rating_contrast(coverage) -> None:
+    hits = _covered(coverage["rate"], RATE)
+    estimates = [float(r["estimate"]) for r in coverage["rate"]]  # type: ignore[arg-type]
+    print(f"rate +{RATE}: {hits}/{STUDIES} covered, mean estimate {np.mean(estimates):.4f}")
+    assert hits >= 0.9 * STUDIES
+    assert abs(np.mean(estimates) - RATE) < 3 * np.std(estimates, ddof=1) / np.sqrt(STUDIES)
+
+
+def test_position_intervals_cover_the_planted_first_listed_gain(coverage) -> None:
+    hits = _covered(coverage["gain"], GAIN)
+    estimates = [float(r["estimate_positions"]) for r in coverage["gain"]]  # type: ignore[arg-type]
+    se = np.mean([float(r["se"]) for r in coverage["gain"]])  # type: ignore[arg-type]
+    sd = np.std(estimates, ddof=1)
+    print(f"first-listed gain {GAIN}: {hits}/{STUDIES} covered, mean estimate "
+          f"{np.mean(estimates):.4f}, SD {sd:.4f}, mean SE {se:.4f}")  # fmt: skip
+    assert abs(np.mean(estimates) - GAIN) < 3 * sd / np.sqrt(STUDIES)
+    assert hits >= 0.9 * STUDIES
+
+
+def test_matched_bundles_tie_always_and_disguised_never(coverage) -> None:
+    for rates in coverage["ties"]:
+        assert rates["demographic_matched"] == 1.0
+        assert rates["disguised_demographic"] == rates["disguised_placebo"] == 0.0

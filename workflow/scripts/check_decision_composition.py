@@ -1,0 +1,12 @@
+import _library  # noqa: F401  (puts src/ on the import path)
+
+from cueaudit.io import setup_logging
+
+log = setup_logging(snakemake.log[0])
+
+from cueaudit.decision.analysis.outputs import read_frames, write_composition  # noqa: E402
+
+table = write_composition(
+    read_frames(snakemake.input), snakemake.output.csv, snakemake.params.alpha
+)
+log.info("\n%s", table)

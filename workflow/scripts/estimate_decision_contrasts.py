@@ -1,0 +1,16 @@
+import _library  # noqa: F401  (puts src/ on the import path)
+
+from cueaudit.io import setup_logging
+
+log = setup_logging(snakemake.log[0])
+
+from cueaudit.decision.analysis.outputs import read_frames, write_contrasts  # noqa: E402
+
+table = write_contrasts(
+    read_frames(snakemake.input),
+    preregistration=snakemake.input.preregistration,
+    lock=snakemake.input.lock,
+    out=snakemake.output,
+    pooled_extensions=snakemake.params.pooled_extensions,
+)
+log.info("\n%s", table)
