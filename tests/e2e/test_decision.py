@@ -154,6 +154,16 @@ def test_every_format_and_probe_produces_outcomes(
     con.close()
 
 
+def test_the_report_holds_every_decision_table_and_figure(
+    workdir: Path, run_snakemake: SnakemakeRunner
+) -> None:
+    report = workdir / "report.html"
+    run_snakemake(workdir, "--report", str(report))
+    html = report.read_text(encoding="utf-8", errors="replace")
+    for name in [*ANALYSIS_TABLES, "forest", "ties_recognition"]:
+        assert f"decision_{name}" in html, name
+
+
 def test_second_run_is_a_no_op(workdir: Path, run_snakemake: SnakemakeRunner) -> None:
     again = run_snakemake(workdir, "decision", "--dry-run")
     assert "Nothing to be done" in again.stdout + again.stderr
