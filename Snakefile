@@ -3,14 +3,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
-
-
 report: "workflow/report/workflow.rst"
 
 
-# Shared helpers first (they validate the config), then each study in the config registers
-# its inference tasks and tables with the shared stages.
+# Shared helpers first (they load config/config.yaml and validate the config), then each
+# study in the config registers its inference tasks and tables with the shared stages.
 include: "workflow/rules/common.smk"
 include: "workflow/rules/probing/common.smk"
 include: "workflow/rules/decision/common.smk"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping
+import json
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,12 @@ import jsonschema
 import yaml
 
 from cueaudit.errors import InputError
+
+
+def _is_integer(checker: Any, instance: Any) -> bool:
+    # JSON Schema counts 2.0 as an integer; a count, seed or size written as a float is a typo
+    # that would fail later (range(2.0)) or name a different file (seed0.0), so refuse it.
+    return isinstance(instance, int) and not isinstance(instance, bool)
 
 
 def _with_defaults(validator_class: type[jsonschema.protocols.Validator]) -> Any:
@@ -24,7 +31,10 @@ def _with_defaults(validator_class: type[jsonschema.protocols.Validator]) -> Any
                     instance[name] = _copy(subschema["default"])
         yield from validate_properties(validator, properties, instance, schema)
 
-    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+    type_checker = validator_class.TYPE_CHECKER.redefine("integer", _is_integer)
+    return jsonschema.validators.extend(
+        validator_class, {"properties": set_defaults}, type_checker=type_checker
+    )
 
 
 def _copy(value: Any) -> Any:
@@ -39,7 +49,116 @@ def _key(path: Iterator[Any] | Any) -> str:
 def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         return f"{error.message} (allowed: {', '.join(sorted(error.schema.get('properties', {})))})"
+    if error.validator == "pattern" and "description" in error.schema:
+        return f"{error.instance!r} is not valid (expected {error.schema['description']})"
     return error.message
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a JSON or YAML config file (as Snakemake does: JSON first), refusing what a plain
+    loader lets through.
+
+    A YAML syntax error is reported with its line and column, and a key given twice in one
+    mapping (where YAML and JSON silently keep the last value) with both lines and its dotted
+    key.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(source, f"cannot read the config file: {error}") from None
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_pairs)
+    except _RepeatedKey as repeated:
+        # Valid JSON has tabs only between tokens, where a space is the same to YAML, so the
+        # YAML reader can point at the lines.
+        _check_yaml_keys(text.replace("\t", " "), source)
+        raise InputError(
+            source, f"key '{repeated.key}' given twice (only the last one would count)"
+        ) from None
+    except ValueError:
+        value = _load_yaml(text, source)
+    if value is None:
+        raise InputError(source, "the file is empty (it must hold the config's keys)")
+    if not isinstance(value, dict):
+        raise InputError(
+            source, f"the top level must be a mapping of keys, not {type(value).__name__}"
+        )
+    return value
+
+
+class _RepeatedKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _RepeatedKey(key)
+        seen[key] = value
+    return seen
+
+
+def _check_yaml_keys(text: str, source: str) -> None:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError:
+        return
+    if node is not None:
+        _check_duplicate_keys(node, (), source)
+
+
+def _load_yaml(text: str, source: str) -> Any:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as error:
+        raise InputError(source, _syntax_error(error)) from None
+    if node is None:
+        return None
+    _check_duplicate_keys(node, (), source)
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as error:  # a bad tag or value found only when constructing
+        raise InputError(source, _syntax_error(error)) from None
+
+
+def check_config_files(paths: Iterable[str | Path]) -> None:
+    """Read every existing config file strictly (see ``load_config_file``)."""
+    for path in paths:
+        if Path(path).is_file():
+            load_config_file(path)
+
+
+def _syntax_error(error: yaml.MarkedYAMLError) -> str:
+    mark = error.problem_mark or error.context_mark
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    what = "; ".join(str(part) for part in (error.context, error.problem) if part)
+    return f"YAML syntax error{where}: {what}"
+
+
+def _check_duplicate_keys(node: yaml.Node, path: tuple[str, ...], source: str) -> None:
+    if isinstance(node, yaml.MappingNode):
+        first_line: dict[tuple[str, str], int] = {}
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                key = (key_node.tag, key_node.value)
+                line = key_node.start_mark.line + 1
+                if key in first_line:
+                    raise InputError(
+                        source,
+                        f"key '{key_node.value}' given twice, at lines {first_line[key]} and "
+                        f"{line} (only the last one would count)",
+                        ".".join((*path, key_node.value)),
+                    )
+                first_line[key] = line
+                _check_duplicate_keys(value_node, (*path, key_node.value), source)
+            else:
+                _check_duplicate_keys(value_node, path, source)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _check_duplicate_keys(item, (*path, str(index)), source)
 
 
 def validate_config(config: MutableMapping[str, Any], schema_path: str | Path) -> None:
@@ -62,6 +181,10 @@ def validate_config(config: MutableMapping[str, Any], schema_path: str | Path) -
 STUDIES = ("probing", "decision")
 
 
+#: The probing study's derived task: its prompts are results/prompts/race_prediction.parquet.
+RACE_PREDICTION = "race_prediction"
+
+
 def _semantic_problems(config: Mapping[str, Any]) -> Iterator[str]:
     if not any(study in config for study in STUDIES):
         yield f"config: give at least one study block ({', '.join(STUDIES)})"
@@ -72,18 +195,61 @@ def _semantic_problems(config: Mapping[str, Any]) -> Iterator[str]:
             yield f"config key models.{name}: give 'path' (folder or model id) or 'gguf_package'"
         if has_gguf_package and "gguf_file" not in model:
             yield f"config key models.{name}.gguf_file: required with gguf_package"
+    if "probing" in config:
+        yield from _probing_problems(config)
+    if "decision" in config:
+        yield from _decision_problems(config)
+
+
+def _probing_problems(config: Mapping[str, Any]) -> Iterator[str]:
+    tasks = config["probing"]["tasks"]
+    for task in tasks:
+        if task == RACE_PREDICTION:
+            yield (
+                f"config key probing.tasks.{task}: the name is reserved for the race-prediction "
+                "task (set it up under probing.race_prediction)"
+            )
+    for task in config["probing"]["race_prediction"]["tasks"]:
+        if task not in tasks:
+            yield (
+                f"config key probing.race_prediction.tasks: unknown task '{task}' "
+                f"(probing.tasks has: {', '.join(sorted(tasks))})"
+            )
+    if "names" not in config["cues"]:
+        yield "config key cues.names: required by the probing study (the name cues)"
+
+
+def _decision_problems(config: Mapping[str, Any]) -> Iterator[str]:
+    decision = config["decision"]
+    blocks = {"decision.models": decision}
+    blocks.update(
+        {f"decision.extensions.{arm}.models": b for arm, b in decision["extensions"].items()}
+    )
+    for key, block in blocks.items():
+        unknown = [model for model in block.get("models", []) if model not in config["models"]]
+        if unknown:
+            yield (
+                f"config key {key}: unknown models {', '.join(map(repr, unknown))} "
+                f"(models has: {', '.join(config['models'])})"
+            )
+
+
+#: Resource keys that may name a folder (SSA's yobYYYY.txt files); every other one is a file.
+FOLDER_KEYS = frozenset({"cues.names.derive.ssa.path"})
 
 
 def check_input_files(config: Mapping[str, Any], base_dir: str | Path = ".") -> None:
-    """Fail before any job when a configured resource file or folder does not exist."""
+    """Fail before any job when a configured resource file does not exist or is a folder."""
     base = Path(base_dir)
-    missing = [
-        f"config key {key}: not found: {path}"
-        for key, path in _resource_paths(config)
-        if not (base / path).exists()
-    ]
-    if missing:
-        raise InputError("config", "missing input files:\n  " + "\n  ".join(missing))
+    problems = []
+    for key, path in _resource_paths(config):
+        target = base / path
+        if not target.exists():
+            problems.append(f"config key {key}: not found: {path}")
+        elif target.is_dir() and key not in FOLDER_KEYS:
+            problems.append(f"config key {key}: a folder, not a file: {path}")
+    if problems:
+        raise InputError("config", "unusable input files:\n  " + "\n  ".join(problems))
 
 
 def _resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

@@ -15,6 +15,7 @@ class InputError(CueauditError, ValueError):
 
     def __init__(self, source: str, message: str, field: str | None = None) -> None:
         self.source = source
+        self.message = message
         self.field = field
         where = f"{source}: field '{field}'" if field else source
         super().__init__(f"{where}: {message}")

@@ -1,27 +1,129 @@
-"""Atomic file output and logging set-up shared by the workflow scripts."""
+"""Atomic file output, path checks and logging set-up shared by the workflow scripts."""
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
+import re
+import shutil
+import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Final
 
 import polars as pl
 
+from cueaudit.errors import InputError
+
+#: What a value read from data may look like when it becomes one component of a path.
+SAFE_COMPONENT: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
+SAFE_COMPONENT_RULE: Final = (
+    "1 to 128 of letters, digits, '_', '-', '+' and '.', not starting with '.'"
+)
+
+
+def safe_component(value: object, field: str, source: str, line: int | str | None = None) -> str:
+    """``value`` as one file-name component, or InputError naming ``source``, ``field`` and
+    ``line`` (a line number, or a phrase such as ``"row 3"``): a value read from a file or
+    the config never reaches a path unchecked (no separators, no ``..``, no hidden names, no
+    control characters)."""
+    text = str(value)
+    if SAFE_COMPONENT.fullmatch(text) is None:
+        where = "" if line is None else f"line {line}: " if isinstance(line, int) else f"{line}: "
+        raise InputError(
+            source,
+            f"{where}{text!r} becomes part of output file names and must be {SAFE_COMPONENT_RULE}",
+            field,
+        )
+    return text
+
+
+def check_within(path: str | Path, root: str | Path) -> Path:
+    """``path`` if it resolves inside the folder ``root``, else InputError naming both.
+
+    The check is lexical (``..`` is resolved, symbolic links are not), so a folder the user
+    links to elsewhere on purpose (a shared cache) stays writable.
+    """
+    resolved, top = Path(os.path.abspath(path)), Path(os.path.abspath(root))
+    if not resolved.is_relative_to(top):
+        raise InputError(
+            str(path), f"output path resolves to {resolved}, outside its output folder {top}"
+        )
+    return Path(path)
+
+
+def _host_tag() -> str:
+    return re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+#: A temporary file of another host is stale after this long (its writer's pid is not ours
+#: to check).
+STALE_FOREIGN_TEMP_S: Final = 24 * 3600
+
+
+def remove_stale_temps(target: Path) -> list[Path]:
+    """Remove temporary files of earlier atomic writes of ``target`` whose writer is gone
+    (killed before it could clean up): those of this host whose process no longer runs, and
+    those of other hosts (or of the old naming) older than a day."""
+    pattern = re.compile(
+        rf"\.{re.escape(target.name)}\.(?:(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-)?[a-z0-9_]+\.tmp"
+    )
+    if not target.parent.is_dir():
+        return []
+    removed: list[Path] = []
+    host, now = _host_tag(), time.time()
+    for leftover in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+        match = pattern.fullmatch(leftover.name)
+        if match is None:
+            continue
+        try:
+            if match["pid"] is not None and match["host"] == host:
+                stale = not _pid_alive(int(match["pid"]))
+            else:
+                stale = now - leftover.lstat().st_mtime > STALE_FOREIGN_TEMP_S
+            if not stale:
+                continue
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
+        except FileNotFoundError:  # another writer's clean-up got there first
+            continue
+        removed.append(leftover)
+    return removed
+
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, root: str | Path | None = None) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; it replaces ``path`` only if the block succeeds.
 
-    A failed or killed job therefore never leaves a partial output under its final name.
+    A failed or killed job therefore never leaves a partial output under its final name; the
+    temporary file of a killed one is removed by the next write of the same path. With
+    ``root``, a path that resolves outside that folder is refused before anything is written.
     """
     target = Path(path)
+    if root is not None:
+        check_within(target, root)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    remove_stale_temps(target)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{target.name}.{_host_tag()}-{os.getpid()}-", suffix=".tmp", dir=target.parent
+    )
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -36,21 +138,23 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def write_atomic(path: str | Path, write: Callable[[Path], object]) -> None:
-    with atomic_path(path) as tmp:
+def write_atomic(
+    path: str | Path, write: Callable[[Path], object], root: str | Path | None = None
+) -> None:
+    with atomic_path(path, root) as tmp:
         write(tmp)
 
 
-def write_parquet(frame: pl.DataFrame, path: str | Path) -> None:
-    write_atomic(path, lambda tmp: frame.write_parquet(tmp, compression="zstd"))
+def write_parquet(frame: pl.DataFrame, path: str | Path, root: str | Path | None = None) -> None:
+    write_atomic(path, lambda tmp: frame.write_parquet(tmp, compression="zstd"), root)
 
 
-def write_csv(frame: pl.DataFrame, path: str | Path) -> None:
-    write_atomic(path, frame.write_csv)
+def write_csv(frame: pl.DataFrame, path: str | Path, root: str | Path | None = None) -> None:
+    write_atomic(path, frame.write_csv, root)
 
 
-def write_text(text: str, path: str | Path) -> None:
-    write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+def write_text(text: str, path: str | Path, root: str | Path | None = None) -> None:
+    write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), root)
 
 
 def setup_logging(log_path: str | Path | None = None, level: int = logging.INFO) -> logging.Logger:

@@ -56,13 +56,26 @@ def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
 def prepare_model(name: str, spec: Mapping[str, Any], out_dir: str | Path) -> dict[str, Any]:
     """Write ``out_dir`` with a manifest; GGUF weights are de-quantised and saved there once.
 
-    Regular folders and hub ids are not copied: the manifest points at them.
+    Regular folders and hub ids are not copied: the manifest points at them. The work
+    happens in ``<out_dir>.partial``, removed when preparation fails (and, after a killed
+    attempt, when the next one starts), so a failure never leaves a folder behind.
     """
     offline_hub()
     out = Path(out_dir)
     tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a killed earlier attempt
     tmp.mkdir(parents=True)
+    try:
+        manifest = _prepare_into(name, spec, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return manifest
+
+
+def _prepare_into(name: str, spec: Mapping[str, Any], tmp: Path) -> dict[str, Any]:
     manifest: dict[str, Any] = {"name": name, "backend": spec["backend"]}
     if spec["backend"] == "openai":
         # Nothing to download: the identity is the dated model snapshot at its endpoint.
@@ -84,8 +97,6 @@ def prepare_model(name: str, spec: Mapping[str, Any], out_dir: str | Path) -> di
             manifest |= {"source": spec["path"], "weights_sha256": None, "load_path": spec["path"]}
             manifest["model_id"] = resolve_model_id(spec["path"], spec.get("revision"))
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
     return manifest
 
 

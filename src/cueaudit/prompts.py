@@ -12,6 +12,8 @@ from typing import Final
 
 import polars as pl
 
+from cueaudit.errors import InputError
+
 #: Columns inference reads from any prompt table.
 INFERENCE_COLUMNS: Final = ("prompt_uid", "text")
 
@@ -25,3 +27,25 @@ def stable_uid(*parts: str | None) -> str:
 def shard_of(uids: pl.Series, n_shards: int) -> pl.Series:
     """Inference shard of each prompt, a pure function of its uid (stable as prompts are added)."""
     return (uids.str.slice(0, 8).str.to_integer(base=16) % n_shards).alias("shard")
+
+
+def check_unique_uids(table: pl.DataFrame, source: str) -> pl.DataFrame:
+    """``table`` if its ``prompt_uid`` values are distinct, else InputError naming ``source``,
+    the first repeated uid and the rows that share it: every join on the uid (responses,
+    outcomes, group means) would otherwise count those rows twice without a word."""
+    repeated = table.filter(pl.col("prompt_uid").is_duplicated())
+    if repeated.height:
+        uid = repeated["prompt_uid"][0]
+        rows = repeated.filter(pl.col("prompt_uid") == uid)
+        shown = [c for c in ("task", "base_id", "cue", "cue_value") if c in rows.columns]
+        described = "; ".join(
+            ", ".join(f"{c}={v!r}" for c, v in zip(shown, row, strict=True))
+            for row in rows.select(shown).head(3).iter_rows()
+        )
+        raise InputError(
+            source,
+            f"{repeated['prompt_uid'].n_unique()} prompt uids are shared by several rows; "
+            f"{uid} by {rows.height} rows ({described})",
+            "prompt_uid",
+        )
+    return table

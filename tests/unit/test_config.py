@@ -3,7 +3,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cueaudit.config import check_input_files, validate_config
+from cueaudit.config import (
+    check_config_files,
+    check_input_files,
+    load_config_file,
+    validate_config,
+)
 from cueaudit.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,3 +93,251 @@ def test_a_config_without_models_names_the_key() -> None:
     del config["models"]
     with pytest.raises(InputError, match=r"config key \(top level\): 'models' is a required"):
         validate_config(config, SCHEMA)
+
+
+def test_a_probing_block_without_tasks_names_the_key() -> None:
+    config = default_config()
+    del config["probing"]["tasks"]
+    with pytest.raises(InputError) as error:
+        validate_config(config, SCHEMA)
+    assert str(error.value) == (
+        "config: invalid configuration:\n  config key probing: 'tasks' is a required property"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda c: c["probing"]["tasks"]["legal"].update(shards=2.0),
+            "config key probing.tasks.legal.shards: 2.0 is not of type 'integer'",
+        ),
+        (lambda c: c.update(seeds=[0.0]), "config key seeds.0: 0.0 is not of type 'integer'"),
+        (
+            lambda c: c["probing"]["tasks"]["salary"].update(max_new_tokens=16.0),
+            "config key probing.tasks.salary.max_new_tokens: 16.0 is not of type 'integer'",
+        ),
+        (
+            lambda c: c["cues"]["names"].update(per_group=True),
+            "config key cues.names.per_group: True is not of type 'integer', 'null'",
+        ),
+    ],
+)
+def test_whole_number_floats_and_booleans_are_not_integers(change, message: str) -> None:
+    config = default_config()
+    change(config)
+    with pytest.raises(InputError) as error:
+        validate_config(config, SCHEMA)
+    assert str(error.value) == f"config: invalid configuration:\n  {message}"
+
+
+def test_a_probing_task_named_race_prediction_is_refused() -> None:
+    config = default_config()
+    config["probing"]["tasks"]["race_prediction"] = config["probing"]["tasks"]["legal"]
+    with pytest.raises(InputError) as error:
+        validate_config(config, SCHEMA)
+    assert str(error.value) == (
+        "config: invalid configuration:\n  config key probing.tasks.race_prediction: the name is "
+        "reserved for the race-prediction task (set it up under probing.race_prediction)"
+    )
+
+
+def test_an_unknown_race_prediction_task_is_named() -> None:
+    config = default_config()
+    config["probing"]["race_prediction"]["tasks"] = ["legal", "housing"]
+    with pytest.raises(InputError) as error:
+        validate_config(config, SCHEMA)
+    assert str(error.value) == (
+        "config: invalid configuration:\n  config key probing.race_prediction.tasks: unknown "
+        "task 'housing' (probing.tasks has: healthcare, legal, salary)"
+    )
+
+
+def test_the_probing_study_needs_name_cues() -> None:
+    config = default_config()
+    del config["cues"]["names"]
+    with pytest.raises(InputError) as error:
+        validate_config(config, SCHEMA)
+    assert str(error.value) == (
+        "config: invalid configuration:\n  config key cues.names: required by the probing "
+        "study (the name cues)"
+    )
+
+
+def test_the_decision_study_alone_needs_no_name_lists() -> None:
+    config = default_config()
+    del config["cues"]["names"], config["probing"]
+    validate_config(config, SCHEMA)
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda0", "CPU", "cuda:", ""])
+def test_a_free_text_device_is_refused(device: str) -> None:
+    config = default_config()
+    config["models"]["smollm2-135m"]["device"] = device
+    with pytest.raises(InputError) as error:
+        validate_config(config, SCHEMA)
+    assert str(error.value) == (
+        "config: invalid configuration:\n  config key models.smollm2-135m.device: "
+        f"{device!r} is not valid (expected auto, cpu, cuda or cuda:N)"
+    )
+
+
+@pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:0", "cuda:11"])
+def test_every_documented_device_is_accepted(device: str) -> None:
+    config = default_config()
+    config["models"]["smollm2-135m"]["device"] = device
+    validate_config(config, SCHEMA)
+
+
+def test_a_folder_given_as_a_file_is_named() -> None:
+    config = default_config()
+    config["probing"]["tasks"]["legal"]["base_prompts"] = "resources/prompts"
+    validate_config(config, SCHEMA)
+    with pytest.raises(InputError) as error:
+        check_input_files(config, ROOT)
+    assert str(error.value) == (
+        "config: unusable input files:\n  config key probing.tasks.legal.base_prompts: a "
+        "folder, not a file: resources/prompts"
+    )
+
+
+def test_the_ssa_source_may_be_a_folder(tmp_path: Path) -> None:
+    config = default_config()
+    config["cues"]["names"]["derive"] = {"ssa": {"path": str(tmp_path)}}
+    validate_config(config, SCHEMA)
+    check_input_files(config, ROOT)
+
+
+def test_a_key_given_twice_is_named_with_both_lines(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "seeds: [0]\nprobing:\n  tasks:\n    legal:\n      shards: 2\n"
+        "      outcome: binary\n      shards: 4\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError) as error:
+        load_config_file(path)
+    assert str(error.value) == (
+        f"{path}: field 'probing.tasks.legal.shards': key 'shards' given twice, at lines 5 and "
+        "7 (only the last one would count)"
+    )
+
+
+def test_a_top_level_key_given_twice_is_found(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("seeds: [0]\nmodels: {}\nseeds: [1]\n", encoding="utf-8")
+    with pytest.raises(InputError) as error:
+        check_config_files([tmp_path / "absent.yaml", path])
+    assert str(error.value) == (
+        f"{path}: field 'seeds': key 'seeds' given twice, at lines 1 and 3 (only the last one "
+        "would count)"
+    )
+
+
+def test_the_same_key_in_different_mappings_is_fine(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "a: {shards: 1}\nb: {shards: 2}\nlist: [{x: 1}, {x: 2}]\n'1': one\n1: int\n",
+        encoding="utf-8",
+    )
+    assert load_config_file(path) == {
+        "a": {"shards": 1},
+        "b": {"shards": 2},
+        "list": [{"x": 1}, {"x": 2}],
+        "1": "one",
+        1: "int",
+    }
+
+
+def test_the_shipped_config_files_have_no_repeated_keys() -> None:
+    for path in [ROOT / "config/config.yaml", *sorted((ROOT / "config").rglob("*.yaml"))]:
+        assert isinstance(load_config_file(path), dict)
+    assert load_config_file(ROOT / "config/config.yaml") == default_config()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "seeds: [0]\nprobing:\n  tasks:\n\tlegal: {}\n",
+            "YAML syntax error at line 4, column 1: while scanning for the next token; found "
+            "character '\\t' that cannot start any token",
+        ),
+        (
+            "seeds: [0\nmodels: {}\n",
+            "YAML syntax error at line 2, column 7: while parsing a flow sequence; expected ',' "
+            "or ']', but got ':'",
+        ),
+        (
+            "probing:\n  tasks: x\n   legal: 1\n",
+            "YAML syntax error at line 3, column 9: mapping values are not allowed here",
+        ),
+    ],
+)
+def test_a_yaml_syntax_error_gives_line_and_column(tmp_path: Path, text: str, message) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as error:
+        load_config_file(path)
+    assert str(error.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"), [("- a\n- b\n", "list"), ("just text\n", "str"), ("42\n", "int")]
+)
+def test_a_config_file_must_be_a_mapping(tmp_path: Path, text: str, kind: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as error:
+        load_config_file(path)
+    assert str(error.value) == f"{path}: the top level must be a mapping of keys, not {kind}"
+
+
+def test_a_config_file_that_is_a_folder_is_named(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"cannot read the config file: \[Errno 21\] Is a dir"):
+        load_config_file(tmp_path)
+
+
+def test_an_unknown_decision_model_is_named() -> None:
+    config = default_config()
+    config["decision"]["models"] = ["smollm2-135m", "gpt-9"]
+    config["decision"]["extensions"] = {
+        "topup": {"extension": True, "models": ["llama"], "design": {"replicates": 2}}
+    }
+    with pytest.raises(InputError) as error:
+        validate_config(config, SCHEMA)
+    assert str(error.value) == (
+        "config: invalid configuration:\n"
+        "  config key decision.models: unknown models 'gpt-9' (models has: smollm2-135m)\n"
+        "  config key decision.extensions.topup.models: unknown models 'llama' (models has: "
+        "smollm2-135m)"
+    )
+
+
+def test_an_empty_config_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("# nothing yet\n", encoding="utf-8")
+    with pytest.raises(InputError) as error:
+        load_config_file(path)
+    assert str(error.value) == f"{path}: the file is empty (it must hold the config's keys)"
+
+
+def test_a_json_config_is_read_as_json(tmp_path: Path) -> None:
+    """Snakemake reads JSON first: tabs between tokens are fine there, and 1e5 is a number."""
+    path = tmp_path / "config.json"
+    path.write_text('{\n\t"seeds": [0],\n\t"probing": {"scale": 1e5}\n}\n', encoding="utf-8")
+    assert load_config_file(path) == {"seeds": [0], "probing": {"scale": 100000.0}}
+
+
+def test_a_key_given_twice_in_a_json_config_is_named_with_both_lines(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(
+        '{\n\t"seeds": [0],\n\t"probing": {\n\t\t"tasks": {},\n\t\t"tasks": {"a": 1}\n\t}\n}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError) as error:
+        load_config_file(path)
+    assert str(error.value) == (
+        f"{path}: field 'probing.tasks': key 'tasks' given twice, at lines 4 and 5 (only the last "
+        "one would count)"
+    )

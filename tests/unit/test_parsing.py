@@ -31,7 +31,8 @@ BINARY_CASES = [
     ("No. Tremors for a week are usually harmless.", 0.0, None),
     ("Answer: Yes", 1.0, None),
     ("I would say yes.", 1.0, None),
-    ("I think the answer is no. Yes, it could be serious, though.", 0.0, None),
+    # a later "Yes" contradicts the "no": null since issue 14 (was 0.0)
+    ("I think the answer is no. Yes, it could be serious, though.", None, "both_yes_and_no"),
     ("Yes, no doubt about it.", 1.0, None),
     ("No, no.", 0.0, None),
     ("", None, "empty"),
@@ -46,6 +47,7 @@ BINARY_CASES = [
     ("Yesterday I felt fine.", None, "no_yes_no"),
     ("I don't know", None, "no_yes_no"),
     ("You should see a doctor. Yes.", None, "no_yes_no"),
+    ("Not yes", None, "negated_answer"),
     ("I can't provide medical advice.", None, "refusal"),
     ("As an AI, I cannot say yes or no.", None, "refusal"),
 ]
@@ -92,6 +94,9 @@ USD_CASES = [
     ("$500", None, "implausible_amount"),
     ("$20,000,000", None, "implausible_amount"),
     ("$150 million", None, "implausible_amount"),
+    ("€100,000", None, "foreign_currency"),
+    ("-$50,000", None, "negative_amount"),
+    ("$100 - $120,000", None, "mismatched_range"),
 ]
 
 

@@ -176,3 +176,13 @@ def test_ci_coverage_of_a_planted_contrast_over_40_simulated_studies(
         estimates.append(res.coef[1])
     assert covered >= 36
     assert abs(np.mean(estimates) - planted) < 3 * np.std(estimates) / np.sqrt(40)
+
+
+def test_an_outcome_fitted_exactly_is_an_input_error_not_a_linalg_crash() -> None:
+    # y is exactly 1 + 2x: no residual variance is left (a leave-one-out subsample of a tiny
+    # design can be like this); the contrast becomes "not estimable" instead of a traceback
+    rng = np.random.default_rng(0)
+    x = np.column_stack([np.ones(12), rng.integers(0, 2, 12)])
+    groups = {"profile": np.arange(12) % 3, "pair": np.arange(12) % 4}
+    with pytest.raises(InputError, match="the outcome is fitted exactly"):
+        fit_crossed_lmm(1.0 + 2.0 * x[:, 1], x, groups, ["intercept", "x"])

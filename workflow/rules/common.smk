@@ -9,13 +9,36 @@ if LIBRARY_DIR in sys.path:
     sys.path.remove(LIBRARY_DIR)
 sys.path.insert(0, LIBRARY_DIR)
 
-from cueaudit.config import check_input_files, validate_config  # noqa: E402
+from cueaudit.config import check_config_files, check_input_files, validate_config  # noqa: E402
 from cueaudit.cues import REGISTRY as CUE_TYPES  # noqa: E402
+from cueaudit.errors import InputError  # noqa: E402
+
+
+def stop_on_input_error(check, *args):
+    """Run a config check; a bad input stops Snakemake with the message alone (Snakemake
+    would print the Python frames that raised it after the message)."""
+    try:
+        check(*args)
+    except InputError as error:
+        sys.exit(f"Error: {error}")
+
+
+# Snakemake's own YAML loader reports a syntax error without its line and lets a key given
+# twice win silently, so the config files are read strictly before it loads them. (A
+# --configfile it cannot parse at all stops Snakemake before this point.)
+CONFIGFILE = "config/config.yaml"
+stop_on_input_error(check_config_files, [CONFIGFILE, *workflow.overwrite_configfiles])
+
+
+configfile: CONFIGFILE
+
 
 # Nothing below may read the config before it is validated: a missing key stops the run
 # here with its name instead of failing later as a bare KeyError.
-validate_config(config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
-check_input_files(config)
+stop_on_input_error(
+    validate_config, config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+)
+stop_on_input_error(check_input_files, config)
 
 # Inference tasks of every study that runs: task -> {outcome, answer, max_new_tokens, shards,
 # and optionally requires: files that must exist before the task's first inference job;

@@ -5,18 +5,75 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Final
 
 import polars as pl
 
+from cueaudit.cues.dialog.common import format_prefix
+from cueaudit.cues.registry import DIALOG_TEMPLATE, EXPLICIT_TEMPLATE, NAME_TEMPLATE
 from cueaudit.cues.vocabulary import GENDERS, RACES
 from cueaudit.errors import InputError
+from cueaudit.io import safe_component
 
 NAME_COLUMNS = ("name", "race", "gender", "source")
 GROUP_COLUMNS = ("source", "race", "gender")
 
 _RACE_BY_LOWER = {race.lower(): race for race in RACES}
+
+#: The tags of the cue prefixes (``[MEMORY: ...]``, ``USER:``, ``MODEL:``), read off the
+#: templates so a new tag is caught too. A cue value or base prompt holding one would forge
+#: a cue (or a dialog turn) inside the prompt.
+CUE_TAGS: Final = tuple(
+    sorted(
+        set(
+            re.findall(
+                r"\b([A-Z]{3,}):",
+                " ".join(
+                    (NAME_TEMPLATE, EXPLICIT_TEMPLATE, DIALOG_TEMPLATE, format_prefix([("", "")]))
+                ),
+            )
+        )
+    )
+)
+_CUE_TAG = re.compile(rf"\b({'|'.join(CUE_TAGS)})\s*:")
+
+
+def cue_template_text(text: str) -> str | None:
+    """The first cue-template tag in ``text`` (e.g. ``'USER:'``), or None."""
+    match = _CUE_TAG.search(text)
+    return match.group(0) if match else None
+
+
+def _control_character(text: str) -> str | None:
+    for char in text:
+        if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+            return char
+    return None
+
+
+def check_cue_value(value: str, src: str, field: str, line: int | str) -> None:
+    """Reject a cue value (a name, a descriptor) that would break out of its template:
+    line breaks and other control characters, brackets or braces, or a cue tag. ``line``
+    is a line number or a phrase such as ``"row 3"``."""
+    where = f"line {line}" if isinstance(line, int) else line
+    char = _control_character(value)
+    if char is not None:
+        raise InputError(src, f"{where}: {value!r} contains the control character {char!r}", field)
+    bracket = next((c for c in value if c in "[]{}"), None)
+    if bracket is not None:
+        raise InputError(
+            src,
+            f"{where}: {value!r} contains {bracket!r}, which would break out of the cue "
+            "template '[MEMORY: ...]'",
+            field,
+        )
+    tag = cue_template_text(value)
+    if tag is not None:
+        raise InputError(src, f"{where}: {value!r} contains the cue template text {tag!r}", field)
 
 
 def read_csv_records(path: str | Path, required: Sequence[str]) -> list[tuple[int, dict[str, str]]]:
@@ -82,6 +139,7 @@ def load_name_list(path: str | Path) -> pl.DataFrame:
         name, race_raw, gender_raw, source = (rec[col] for col in NAME_COLUMNS)
         if not name:
             raise InputError(src, f"line {line}: empty name", field="name")
+        check_cue_value(name, src, "name", line)
         race = _RACE_BY_LOWER.get(race_raw.lower())
         if race is None:
             raise InputError(
@@ -96,6 +154,7 @@ def load_name_list(path: str | Path) -> pl.DataFrame:
             )
         if not source:
             raise InputError(src, f"line {line}: empty source", field="source")
+        safe_component(source, "source", src, line)
         key = (name, race, gender)
         if key in seen:
             raise InputError(
@@ -182,4 +241,8 @@ def names_from_derived(path: str | Path) -> pl.DataFrame:
         raise InputError(str(path), "required column missing", field=missing[0])
     if frame.height == 0:
         raise InputError(str(path), "no derived names")
-    return frame.select(NAME_COLUMNS).cast(dict.fromkeys(NAME_COLUMNS, pl.String))
+    frame = frame.select(NAME_COLUMNS).cast(dict.fromkeys(NAME_COLUMNS, pl.String))
+    for row, (name, source) in enumerate(frame.select("name", "source").iter_rows(), start=1):
+        check_cue_value(name or "", str(path), "name", f"row {row}")
+        safe_component(source, "source", str(path), f"row {row}")
+    return frame

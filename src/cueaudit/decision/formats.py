@@ -90,6 +90,15 @@ class PromptResources:
         return tuple(self.instructions[fmt])
 
 
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error as ``line L, column C: problem`` (the file's own line, 1-based)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None)
+    if mark is None or not problem:
+        return str(error)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+
+
 def fill(template: str, **fields: str) -> str:
     """``template`` with each ``{field}`` of ``fields`` replaced (other braces are kept)."""
     return _FIELD_RE.sub(lambda m: fields.get(m.group(1), m.group(0)), template)
@@ -141,7 +150,9 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
     source = str(path)
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as error:
+    except yaml.YAMLError as error:
+        raise InputError(source, f"not valid YAML: {yaml_problem(error)}") from error
+    except (OSError, UnicodeDecodeError) as error:
         raise InputError(source, f"cannot read: {error}") from error
     read = _Reader(source)
     top = read.mapping(raw, "", _TOP_KEYS)

@@ -19,10 +19,12 @@ from typing import Any
 
 import yaml
 
+from cueaudit.decision.formats import yaml_problem
 from cueaudit.errors import InputError
 from cueaudit.io import write_text
 
 FORMATS = ("rate", "decide", "rank")
+DOMAINS = ("hiring", "lending", "triage")
 REQUIRED = ("alpha", "primary", "family", "equivalence_margins")
 
 
@@ -54,40 +56,97 @@ def file_sha256(path: str | Path) -> str:
 
 
 def load_preregistration(path: str | Path) -> Preregistration:
-    """The planned family of a pre-registration file, checked field by field."""
+    """The planned family of a pre-registration file, checked field by field.
+
+    Raises InputError naming the file and the key (``family.contrasts.<name>.focal``) for a
+    missing or unreadable file, bad YAML, a missing key, a value of the wrong type, an unknown
+    domain or format, or an alpha, power or margin out of range.
+    """
     source = str(path)
+    if not Path(path).is_file():
+        raise InputError(source, "file not found")
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(source, f"cannot read: {error}") from error
     except yaml.YAMLError as error:
-        raise InputError(source, f"not valid YAML: {error}") from error
+        raise InputError(source, f"not valid YAML: {yaml_problem(error)}") from error
     if not isinstance(raw, Mapping):
         raise InputError(source, "expected a mapping at the top level")
     for key in REQUIRED:
         if key not in raw:
             raise InputError(source, f"missing key '{key}'", key)
-    family = raw["family"]
-    contrasts = []
-    for domain in family["domains"]:
-        for fmt in family["formats"]:
-            if fmt not in FORMATS:
-                raise InputError(source, f"unknown format {fmt!r} (known: {FORMATS})", "family")
-            for name, spec in family["contrasts"].items():
-                contrasts.append(
-                    PlannedContrast(
-                        domain, fmt, name, spec["dimension"], spec["focal"], spec["reference"]
-                    )
+    family = _mapping(raw["family"], source, "family", ("domains", "formats", "contrasts"))
+    domains = _names(family["domains"], source, "family.domains", DOMAINS, "domain")
+    formats = _names(family["formats"], source, "family.formats", FORMATS, "format")
+    planned = _mapping(family["contrasts"], source, "family.contrasts")
+    if not planned:
+        raise InputError(source, "no planned contrasts", "family.contrasts")
+    specs = {
+        str(name): _mapping(spec, source, f"family.contrasts.{name}", CONTRAST_KEYS)
+        for name, spec in planned.items()
+    }
+    for name, spec in specs.items():
+        for key in CONTRAST_KEYS:
+            if not isinstance(spec[key], str) or not spec[key]:
+                raise InputError(
+                    source,
+                    f"expected a non-empty string, got {spec[key]!r}",
+                    f"family.contrasts.{name}.{key}",
                 )
-    margins = raw["equivalence_margins"]
+    contrasts = [
+        PlannedContrast(domain, fmt, name, spec["dimension"], spec["focal"], spec["reference"])
+        for domain in domains
+        for fmt in formats
+        for name, spec in specs.items()
+    ]
+    margins = _mapping(raw["equivalence_margins"], source, "equivalence_margins")
     unknown = sorted(set(margins) - set(FORMATS))
     if unknown:
         raise InputError(source, f"margins for unknown formats {unknown}", "equivalence_margins")
+    for fmt, margin in margins.items():
+        if margin is not None and not (_is_number(margin) and margin > 0):
+            raise InputError(
+                source, f"a positive number or null, got {margin!r}", f"equivalence_margins.{fmt}"
+            )
     return Preregistration(
-        alpha=float(raw["alpha"]),
-        primary=raw["primary"],
+        alpha=_fraction(raw["alpha"], source, "alpha"),
+        primary=_mapping(raw["primary"], source, "primary"),
         contrasts=tuple(contrasts),
         margins={fmt: margins.get(fmt) for fmt in FORMATS},
-        power=float(raw.get("power", 0.80)),
+        power=_fraction(raw.get("power", 0.80), source, "power"),
     )
+
+
+CONTRAST_KEYS = ("dimension", "focal", "reference")
+
+
+def _mapping(value: Any, source: str, key: str, required: tuple[str, ...] = ()) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise InputError(source, f"expected a mapping, got {value!r}", key)
+    for name in required:
+        if name not in value:
+            raise InputError(source, f"missing key '{name}'", key)
+    return value
+
+
+def _names(value: Any, source: str, key: str, known: tuple[str, ...], noun: str) -> list[str]:
+    if not isinstance(value, list) or not value:
+        raise InputError(source, f"expected a non-empty list, got {value!r}", key)
+    for name in value:
+        if name not in known:
+            raise InputError(source, f"unknown {noun} {name!r} (known: {', '.join(known)})", key)
+    return list(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _fraction(value: Any, source: str, key: str) -> float:
+    if not _is_number(value) or not 0 < value < 1:
+        raise InputError(source, f"a number between 0 and 1, got {value!r}", key)
+    return float(value)
 
 
 def freeze(path: str | Path, lock_path: str | Path) -> dict[str, Any]:

@@ -24,6 +24,11 @@ Completed batches are flushed as new part files while the job runs: a job killed
 loses at most the unflushed batches, and its rerun reads the parts back as cache hits. At the
 end a job compacts its own parts into one file. Readers tolerate files that vanish during a
 compaction and drop duplicate keys.
+
+A part file that cannot be read (truncated by a full disk, damaged on a shared filesystem)
+is renamed to ``<name>.corrupt`` with a warning naming it, and its rows become cache misses:
+they are computed again and written to a new part, while every other part is still served.
+Delete the ``.corrupt`` files once the rerun succeeded (or inspect them first).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from typing import Any, Final
 import polars as pl
 
 from cueaudit.inference.core import GENERATION_SCHEMA, canonical_json
-from cueaudit.io import write_parquet
+from cueaudit.io import safe_component, write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +132,12 @@ class ResponseCache:
     def __init__(
         self, root: str | Path, model: str, seed: int, task: str, shard: int, n_shards: int
     ) -> None:
-        self.folder = Path(root) / model / f"seed{seed}" / task
+        parts = (safe_component(model, "model", "config"), safe_component(task, "task", "config"))
+        self.root = Path(root)
+        self.folder = self.root / parts[0] / f"seed{seed}" / parts[1]
         self.prefix = f"{shard}of{n_shards}."
         self.parts_written = 0
+        self.quarantined: list[Path] = []
 
     def _files(self) -> list[Path]:
         return sorted(self.folder.glob("*.parquet")) if self.folder.is_dir() else []
@@ -139,12 +147,39 @@ class ResponseCache:
         wanted = pl.Series("cache_key", list(dict.fromkeys(keys)), dtype=pl.String)
         frames = []
         for path in self._files():
-            try:
-                frame = read_part(path)
-            except FileNotFoundError:  # compacted away by its writer meanwhile
-                continue
-            frames.append(frame.filter(pl.col("cache_key").is_in(wanted)))
+            frame = self._read(path)
+            if frame is not None:
+                frames.append(frame.filter(pl.col("cache_key").is_in(wanted)))
         return _newest_per_key(frames)
+
+    def _read(self, path: Path) -> pl.DataFrame | None:
+        """One part, or None if it vanished (compacted away meanwhile) or is corrupt."""
+        try:
+            return read_part(path)
+        except FileNotFoundError:
+            return None
+        # A damaged file can also make the parquet reader panic (a BaseException).
+        except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as error:
+            if not path.exists():  # removed by a compaction while being read
+                return None
+            self._quarantine(path, error)
+            return None
+
+    def _quarantine(self, path: Path, error: Exception) -> None:
+        target = path.with_name(path.name + ".corrupt")
+        try:
+            os.replace(path, target)
+        except FileNotFoundError:
+            return
+        self.quarantined.append(target)
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        log.warning(
+            "cache: unreadable part %s moved to %s (%s: %s); its answers are computed again",
+            path,
+            target,
+            type(error).__name__,
+            reason,
+        )
 
     def write(self, rows: list[dict[str, Any]]) -> Path | None:
         """Append finished responses as one new part file (atomic)."""
@@ -152,7 +187,7 @@ class ResponseCache:
             return None
         frame = pl.DataFrame(rows, schema=CACHE_SCHEMA, orient="row")
         path = self.folder / f"{self.prefix}{time.time_ns()}-{uuid.uuid4().hex[:8]}.parquet"
-        write_parquet(frame, path)
+        write_parquet(frame, path, root=self.root)
         self.parts_written += 1
         return path
 
@@ -161,9 +196,11 @@ class ResponseCache:
         own = [p for p in self._files() if p.name.startswith(self.prefix)]
         if len(own) < 2:
             return
-        merged = _newest_per_key([read_part(p) for p in own])
+        frames = [frame for p in own if (frame := self._read(p)) is not None]
+        own = [p for p in own if p.exists()]
+        merged = _newest_per_key(frames)
         target = self.folder / f"{self.prefix}{time.time_ns()}-{uuid.uuid4().hex[:8]}.parquet"
-        write_parquet(merged, target)
+        write_parquet(merged, target, root=self.root)
         for path in own:
             with _ignore_missing():
                 os.remove(path)

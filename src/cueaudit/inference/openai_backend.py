@@ -2,8 +2,11 @@
 
 Online mode sends requests with bounded concurrency and retries 429, 5xx, timeouts and
 connection errors with exponential backoff and full jitter, honouring ``Retry-After``
-(``retry-after-ms`` too), until ``max_retries`` retries or ``give_up_after_s`` seconds since
-the request's first try, whichever comes first. The API key is read from the environment
+(``retry-after-ms`` too), until ``give_up_after_s`` seconds since the request's first try
+(and, only if set, ``max_retries`` retries): a time budget, because a try count turns a slow
+but healthy endpoint into lost requests. Other 4xx answers (a bad request, a wrong key) and a
+200 whose body is not a chat completion are not retried: they raise InputError naming the
+endpoint and the request. The API key is read from the environment
 variable named in the config (``api_key_env``) and is never written to a file or a log line.
 
 Batch mode (``batch.enabled``) hands the requests to cueaudit.inference.openai_batch; both
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import random
 import time
@@ -79,6 +83,18 @@ def retry_after(headers: Mapping[str, str] | None) -> float | None:
 def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
     """Full jitter: uniform in [0, min(cap, base * 2**attempt)]."""
     return rng.uniform(0, min(cap, base * 2**attempt))
+
+
+def _refused(where: str, request: Request, error: Any) -> InputError:
+    """A 4xx other than 429: the request itself is wrong (or the key), so it is not retried."""
+    body = error.body if isinstance(error.body, Mapping) else {}
+    detail = body.get("message") or error.message
+    field = "api_key_env" if error.status_code in (401, 403) else body.get("param")
+    return InputError(
+        where,
+        f"request {request.uid}: HTTP {error.status_code}: {detail}",
+        str(field) if field else None,
+    )
 
 
 class OpenAIBackend:
@@ -179,6 +195,7 @@ class OpenAIBackend:
         model = body.pop("model")
         messages = body.pop("messages")
         deadline = time.monotonic() + s.give_up_after_s
+        where = f"{s.endpoint} (model {model})"
         for attempt in itertools.count():
             self.stats["requests"] += 1
             tick = time.perf_counter()
@@ -191,23 +208,36 @@ class OpenAIBackend:
                 )
             except openai.APIStatusError as error:
                 if error.status_code != 429 and error.status_code < 500:
-                    raise
+                    raise _refused(where, request, error) from error
                 delay = retry_after(error.response.headers)
                 reason = f"HTTP {error.status_code}"
             except (openai.APITimeoutError, openai.APIConnectionError) as error:
                 delay, reason = None, type(error).__name__
+            except json.JSONDecodeError as error:  # a 200 that is not JSON: answered, not retried
+                raise InputError(
+                    where, f"request {request.uid}: response body is not JSON ({error})"
+                ) from error
             else:
-                self.stats["succeeded"] += 1
                 seconds = time.perf_counter() - tick
-                return generation_from_body(response.model_dump(), request.answer, seconds)
+                generation = generation_from_body(
+                    response.model_dump(),
+                    request.answer,
+                    seconds,
+                    source=f"{where}: request {request.uid}",
+                )
+                self.stats["succeeded"] += 1
+                return generation
             backoff = backoff_delay(attempt, s.backoff_base_s, s.backoff_max_s, self._rng)
             wait = max(delay or 0.0, backoff)
-            if attempt >= s.max_retries or time.monotonic() + wait >= deadline:
+            out_of_tries = s.max_retries is not None and attempt >= s.max_retries
+            if out_of_tries or time.monotonic() + wait >= deadline:
                 raise RetryableError(
-                    f"{s.endpoint}: request {request.uid}: gave up after {attempt + 1} tries "
+                    f"{s.endpoint} (model {model}): request {request.uid}: gave up after "
+                    f"{attempt + 1} tries "
                     f"in {s.give_up_after_s - (deadline - time.monotonic()):.0f} s "
-                    f"(last: {reason}; max_retries {s.max_retries}, "
-                    f"give_up_after_s {s.give_up_after_s:g})",
+                    f"(last: {reason}; "
+                    + (f"max_retries {s.max_retries}, " if s.max_retries is not None else "")
+                    + f"give_up_after_s {s.give_up_after_s:g})",
                     delay,
                 )
             self.stats["retries"] += 1

@@ -289,8 +289,10 @@ class BatchRunner:
                 response = record.get("response") or {}
                 if cid in by_id and response.get("status_code") == 200 and not record.get("error"):
                     request = by_id[cid]
+                    source = f"batch {entry['name']} result {cid}"
+                    body = response.get("body")
                     results.append(
-                        (request, generation_from_body(response["body"], request.answer))
+                        (request, generation_from_body(body or {}, request.answer, source=source))
                     )
                     failures.pop(cid, None)
                 elif cid is not None:

@@ -76,8 +76,10 @@ class OpenAISettings:
     api_key_env: str = "OPENAI_API_KEY"
     concurrency: int = 16
     timeout_s: float = 120.0
-    max_retries: int = 8
-    #: A request still failing this long after its first try is given up (whatever the tries).
+    #: None: retries are bounded by ``give_up_after_s`` only (a try count would give up on a
+    #: slow but healthy endpoint whose every try times out).
+    max_retries: int | None = None
+    #: A request still failing this long after its first try is given up.
     give_up_after_s: float = 600.0
     backoff_base_s: float = 1.0
     backoff_max_s: float = 60.0
@@ -100,6 +102,8 @@ class OpenAISettings:
             )
         if self.give_up_after_s <= 0:
             raise InputError("openai", "must be positive", "give_up_after_s")
+        if self.max_retries is not None and self.max_retries < 0:
+            raise InputError("openai", "must be null or at least 0", "max_retries")
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> OpenAISettings:
@@ -324,10 +328,22 @@ def tool_calls(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
 
 
 def generation_from_body(
-    body: Mapping[str, Any], answer: AnswerSpec = PLAIN_TEXT, seconds: float = 0.0
+    body: Mapping[str, Any],
+    answer: AnswerSpec = PLAIN_TEXT,
+    seconds: float = 0.0,
+    source: str = "response",
 ) -> Generation:
-    """A Generation from a chat-completion response body (online or Batch API)."""
-    choice = body["choices"][0]
+    """A Generation from a chat-completion response body (online or Batch API).
+
+    Raises InputError naming ``source`` when the body has no ``choices`` list with an object.
+    """
+    choices = body.get("choices") if isinstance(body, Mapping) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        keys = (
+            sorted(k for k, v in body.items() if v is not None) if isinstance(body, Mapping) else []
+        )
+        raise InputError(source, f"not a chat completion (no choices; keys {keys})", "choices")
+    choice = choices[0]
     message = choice.get("message") or {}
     usage = body.get("usage") or {}
     return Generation(

@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from cueaudit.errors import InputError
 from cueaudit.inference.backends import build_backend
 from cueaudit.inference.cache import CACHE_SCHEMA, DEFAULT_CACHE_DIR, ResponseCache, cache_key
 from cueaudit.inference.core import (
@@ -107,9 +108,10 @@ def run_shard(
     decoding_key = dataclasses.asdict(params)
     answer_key = answer.cache_fields()
     uids, texts, groups = (prompts[c].to_list() for c in ("prompt_uid", "text", "group"))
+    rendered = [backend.render(text, answer) for text in texts]
     keys = [
-        cache_key(identity, decoding_key, backend.render(text, answer), uid, seed, answer_key)
-        for uid, text in zip(uids, texts, strict=True)
+        cache_key(identity, decoding_key, prompt, uid, seed, answer_key)
+        for uid, prompt in zip(uids, rendered, strict=True)
     ]
     requests = {
         key: Request(uid, text, seed=seed, cache_key=key, group=group, answer=answer)
@@ -120,6 +122,12 @@ def run_shard(
     cached, rescored = _add_missing_scores(cached, requests, answer, backend, cache)
     hit_keys = set(cached["cache_key"].to_list())
     misses = [request for key, request in requests.items() if key not in hit_keys]
+    check_context(
+        backend,
+        [(u, p) for u, p, k in zip(uids, rendered, keys, strict=True) if k not in hit_keys],
+        max_new_tokens,
+        str(prompts_path),
+    )
     log.info(
         "%s seed %d task %s shard %d/%d: %d prompts, %d cached, %d to generate (%s, %s)",
         model_name,
@@ -164,6 +172,79 @@ def run_shard(
     if stats is not None:
         log.info("engine: %s", stats)
     return responses
+
+
+#: Config keys of a transformers model whose value is its context length.
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+#: Tokenizers without a known limit report this huge sentinel as ``model_max_length``.
+_NO_LIMIT = 10**9
+
+
+def context_limit(backend: Backend) -> tuple[int, str] | None:
+    """The backend's context length in tokens and where it comes from, if it can be known.
+
+    A backend may say so itself (``context_length``); the local backends (HF, vLLM) are
+    read from their model folder's ``config.json`` and their tokenizer's ``model_max_length``
+    (the smaller one wins). API backends do not know it: their server refuses a prompt that
+    is too long with an error naming the request.
+    """
+    own = getattr(backend, "context_length", None)
+    if own:
+        return int(own), f"{backend.name} backend"
+    limits: list[tuple[int, str]] = []
+    model_path = getattr(backend, "model_path", None)
+    config = Path(str(model_path)) / "config.json" if model_path else None
+    if config is not None and config.is_file():
+        values = json.loads(config.read_text(encoding="utf-8"))
+        values = {**values, **(values.get("text_config") or {})}
+        limits += [(int(values[k]), f"{config}: {k}") for k in CONTEXT_KEYS if values.get(k)]
+    tokenizer = getattr(backend, "tokenizer", None)
+    max_length = getattr(tokenizer, "model_max_length", None)
+    if isinstance(max_length, int) and 0 < max_length < _NO_LIMIT:
+        limits.append((max_length, "tokenizer model_max_length"))
+    return min(limits) if limits else None
+
+
+def _count_tokens(backend: Backend, prompts: list[str]) -> list[int] | None:
+    count = getattr(backend, "count_tokens", None)
+    if count is not None:
+        return [int(n) for n in count(prompts)]
+    tokenizer = getattr(backend, "tokenizer", None)
+    if tokenizer is None:
+        return None
+    return [len(ids) for ids in tokenizer(prompts, add_special_tokens=False)["input_ids"]]
+
+
+def check_context(
+    backend: Backend, prompts: list[tuple[str, str]], max_new_tokens: int, source: str
+) -> None:
+    """Refuse, before any generation, a rendered prompt whose tokens plus ``max_new_tokens``
+    exceed the model's context: the model would otherwise truncate it or read past its
+    positions and return an answer to a prompt it never saw whole.
+
+    ``prompts`` are (prompt_uid, rendered prompt) pairs; ``source`` names the prompt table.
+    """
+    if not prompts:
+        return
+    known = context_limit(backend)
+    if known is None:
+        return
+    limit, origin = known
+    counts = _count_tokens(backend, [text for _, text in prompts])
+    if counts is None:
+        return
+    too_long = [(uid, n) for (uid, _), n in zip(prompts, counts, strict=True)
+                if n + max_new_tokens > limit]  # fmt: skip
+    if too_long:
+        uid, n = max(too_long, key=lambda item: item[1])
+        raise InputError(
+            source,
+            f"{len(too_long)} of {len(prompts)} prompts to generate do not fit the model's "
+            f"context of {limit} tokens "
+            f"({origin}); the longest, prompt_uid {uid}, has {n} prompt tokens + "
+            f"max_new_tokens {max_new_tokens} = {n + max_new_tokens}",
+            "text",
+        )
 
 
 def _add_missing_scores(

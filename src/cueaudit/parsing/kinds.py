@@ -273,7 +273,12 @@ def _float_answer(parsed: text.ParsedAnswer) -> Parsed:
 _ANSWER: Final = {"answer": pl.Float64()}
 
 
-@_declare("binary", "submit_decision", "decision", _reasons("no_yes_no", "both_yes_and_no"))
+@_declare(
+    "binary",
+    "submit_decision",
+    "decision",
+    _reasons("no_yes_no", "both_yes_and_no", "negated_answer"),
+)
 @dataclass(frozen=True, kw_only=True)
 class BinaryKind(OutcomeKind):
     """Yes / No (the probing study's advice; the decision study's decision)."""
@@ -311,7 +316,17 @@ class BinaryKind(OutcomeKind):
 
 
 @_declare(
-    "usd", "submit_amount", "amount", _reasons("no_number", "not_yearly", "implausible_amount")
+    "usd",
+    "submit_amount",
+    "amount",
+    _reasons(
+        "no_number",
+        "not_yearly",
+        "implausible_amount",
+        "foreign_currency",
+        "negative_amount",
+        "mismatched_range",
+    ),
 )
 @dataclass(frozen=True, kw_only=True)
 class UsdKind(OutcomeKind):
@@ -360,7 +375,9 @@ def _slug(label: str) -> str:
     "submit_label",
     "label",
     _reasons(
-        no_label="none of the labels as the answer", several_labels="more than one of the labels"
+        "negated_answer",
+        no_label="none of the labels as the answer",
+        several_labels="more than one of the labels",
     ),
 )
 @dataclass(frozen=True, kw_only=True)
@@ -418,7 +435,12 @@ class LabelKind(OutcomeKind):
         return Parsed({"answer_label": label}, None if label else "invalid_value")
 
 
-@_declare("race", "submit_label", "label", _reasons("no_race_label", "several_race_labels"))
+@_declare(
+    "race",
+    "submit_label",
+    "label",
+    _reasons("no_race_label", "several_race_labels", "negated_answer"),
+)
 @dataclass(frozen=True, kw_only=True)
 class RaceKind(LabelKind):
     """Race prediction (Appendix C.1.1): the label kind with the probing study's reasons."""

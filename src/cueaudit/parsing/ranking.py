@@ -25,6 +25,12 @@ markdown or quotes):
 
 When several forms match, the one that places most candidates wins (ties: the order above).
 Labels must not be bare integers, which would read as ranks.
+
+Only the answer turn is read (see :mod:`cueaudit.parsing.text`). Two readings that each
+place every candidate once but disagree give 'several_rankings': two chains ("B > A > C > D.
+Actually A > B > C > D"), a list and a chain, or two JSON objects with different ranks. A
+minus sign before a rank ("A: -1") makes the assignment unreadable, so that candidate is
+missing rather than ranked 1.
 """
 
 from __future__ import annotations
@@ -35,8 +41,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from cueaudit.parsing.structured import as_integer, embedded_object
-from cueaudit.parsing.text import UNIT_RE, refuses_judgement
+from cueaudit.parsing.structured import as_integer, embedded_objects
+from cueaudit.parsing.text import UNIT_RE, answer_turn, refuses_judgement
 
 DEFAULT_CANDIDATES: Final = ("A", "B", "C", "D")
 
@@ -48,6 +54,7 @@ REASONS: Final = {
     "missing_candidate": "a candidate not placed",
     "rank_out_of_range": "a rank outside 1..n",
     "wrong_count": "a list of ranks whose length is not the number of candidates",
+    "several_rankings": "two complete rankings that disagree, e.g. 'B > A > C > D. A > B > C > D'",
 }
 
 
@@ -168,22 +175,36 @@ def _chain_placements(span: str, patterns: _Patterns) -> list[Placement]:
     return _tier_placements(tiers)
 
 
-def _text_forms(text: str, candidates: tuple[str, ...]) -> list[list[Placement]]:
-    """The placements each text form reads, in order of precedence."""
+def _text_forms(
+    text: str, candidates: tuple[str, ...]
+) -> tuple[list[list[Placement]], set[tuple[int, ...]]]:
+    """The placements each text form reads, in order of precedence, and the ranks of every
+    complete reading (a chain, the list, the assignments)."""
     p = _patterns(candidates)
+    items = list(p.numbered.finditer(text))
     numbered = [
-        (candidate, int(m.group(1)))
-        for m in p.numbered.finditer(text)
-        for candidate in p.label.findall(m.group(2))
+        (candidate, int(m.group(1))) for m in items for candidate in p.label.findall(m.group(2))
     ]
     assignments = [
         (p.label.findall(m.group(1))[-1], int(m.group(2)))
         for m in p.assignment.finditer(text)
         if not UNIT_RE.match(text, m.end())
     ]
-    chains = [_chain_placements(m.group(0), p) for m in p.chain.finditer(text)]
+    matches = list(p.chain.finditer(text))
+    chains = [_chain_placements(m.group(0), p) for m in matches]
     longest_chain = max(chains, key=len, default=[])
-    return [numbered, assignments, longest_chain]
+    # a chain inside a list item ("1. A, B, C, D": all tied) is part of the list's reading
+    free = [
+        chain
+        for chain, m in zip(chains, matches, strict=True)
+        if not any(i.start() <= m.start() < i.end() for i in items)
+    ]
+    complete = set()
+    for placements in (numbered, assignments, *free):
+        ranks = rank_placements(placements, candidates).ranks if placements else None
+        if ranks is not None:
+            complete.add(ranks)
+    return [numbered, assignments, longest_chain], complete
 
 
 def parse_ranking(
@@ -192,10 +213,15 @@ def parse_ranking(
     """A ranking of ``candidates`` from free text (rules in the module docstring)."""
     if text is None or not text.strip():
         return ParsedRanking(None, "empty")
-    structured = embedded_object(text, field)
-    if structured is not None:
-        return parse_ranking_value(structured[field], candidates)
-    forms = _text_forms(text, tuple(candidates))
+    objects = embedded_objects(text, field)
+    if objects:
+        readings = [parse_ranking_value(o[field], candidates) for o in objects]
+        if len({r.ranks for r in readings if r.ranks is not None}) > 1:
+            return ParsedRanking(None, "several_rankings", len(candidates))
+        return next((r for r in readings if r.ranks is not None), readings[0])
+    forms, complete = _text_forms(answer_turn(text), tuple(candidates))
+    if len(complete) > 1:
+        return ParsedRanking(None, "several_rankings", len(candidates))
     best = max(forms, key=len)  # max keeps the first of equally long forms
     if best:
         return rank_placements(best, candidates)

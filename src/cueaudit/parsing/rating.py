@@ -1,17 +1,28 @@
 """Ratings on a 1..n scale (the decision study's 1-5 priority rating).
 
-Rules of the text parser, in order; the first that applies decides:
+Only the answer turn is read (see :mod:`cueaudit.parsing.text`). Rules of the text parser, in
+order; the first that applies decides:
 
-1. a JSON object with the rating's field anywhere in the text ('{"rating": 4}') is read as a
-   structured answer;
-2. mentions of the scale itself ("1-5", "1 to 5", "on a scale of 1 to 5") are ignored;
+1. JSON objects with the rating's field anywhere in the text ('{"rating": 4}') are read as a
+   structured answer; several that disagree give 'several_ratings';
+2. mentions of the scale itself ("1-5", "1 to 5", "on a scale of 1 to 5") are ignored, and
+   so are mentions of a longer scale ("1 to 10", "0-10"), which give 'wrong_scale' when
+   nothing else is found ("Rating 1 to 10");
 3. the first fraction on the scale ("4/5", "4 out of 5");
-4. the first labelled rating anywhere ("Rating: 4", "score of 4");
-5. a number at the start ("4", "**4**", "4 - strong fit");
+4. the first labelled rating anywhere ("Rating: 4", "score of 4", "rated 5", "score
+   indicates a 3");
+5. a number at the start ("4", "**4**", "4 - strong fit", "Four.", "4 - meets 3 of 4
+   requirements"), unless another number follows it as in a range or a list ("3-4", "3 or
+   4", "Three, 4." go to rule 6); a leading "1." that opens a numbered list ("1. Excellent
+   1\n2. ...") is not a rating and gives 'several_ratings';
 6. otherwise the first sentence must hold exactly one number (numbers of years, percentages,
    ordinals and years such as 2024 do not count); several give 'several_ratings'.
 
-Only digits count ("four" is not read). A fraction on another scale ("8/10" for 1-5) gives
+A rating read by rules 3-6 must agree with every fraction on the scale and every labelled
+rating of the turn: "1. This score indicates a 3" and "4\nRating: 2" give
+'several_ratings'. Number words ("four") count only as the whole leading answer ("Three",
+"**Four**."); elsewhere only digits count. A minus sign directly before a number keeps it
+("-3" gives 'rating_out_of_range'). A fraction on another scale ("8/10" for 1-5) gives
 'wrong_scale' when nothing else is found. The rating must be a whole number in 1..n.
 """
 
@@ -21,28 +32,41 @@ import functools
 import re
 from typing import Any, Final
 
-from cueaudit.parsing.structured import as_integer, embedded_object
-from cueaudit.parsing.text import LEAD_RE, UNIT_RE, ParsedAnswer, refuses_judgement
+from cueaudit.parsing.structured import as_integer, embedded_objects
+from cueaudit.parsing.text import (
+    LEAD,
+    LEAD_RE,
+    UNIT_RE,
+    ParsedAnswer,
+    answer_turn,
+    refuses_judgement,
+)
 
 #: Reasons a rating yields no outcome (besides 'empty', 'refusal' and the JSON reasons).
 REASONS: Final = {
     "no_rating": "no number that could be the rating",
-    "several_ratings": "more than one number in the first sentence, e.g. '3-4'",
+    "several_ratings": "more than one rating, e.g. '3-4', '4. Rating: 2', a numbered list",
     "not_integer": "the rating is not a whole number, e.g. 3.5",
     "rating_out_of_range": "the rating is outside 1..n",
     "wrong_scale": "only a fraction on another scale, e.g. '8/10' for a 1-5 rating",
 }
 
-_NUMBER = r"(?<![\w.,])(\d+(?:\.\d+)?)"
+_NUMBER = r"(?<![\w.,])((?:(?<![\w.,)\]])[-−])?\d+(?:\.\d+)?)"
 _FRACTION_RE = re.compile(_NUMBER + r"\s*(?:/|out\s+of\b)\s*(\d+)(?!\.?\d)", re.IGNORECASE)
 _NUMBER_RE = re.compile(_NUMBER + r"(?!\.?\d)(?![\w%])")
 _LABELLED_RE = re.compile(
-    r"\b(?:rating|score)\s*(?:is|of|:|=|-)?\s*"
-    r"[*_\"'`“”‘’]*" + _NUMBER + r"(?!\.?\d)(?![\w%])",
+    r"\b(?:rating|score|rated)\s*(?:(?:is|of|would be|will be|indicates|at|as|:|=|-)\s*)?"
+    r"(?:an?\s+)?[*_\"'`“”‘’]*" + _NUMBER + r"(?!\.?\d)(?![\w%])",
     re.IGNORECASE,
 )
+_WORDS: Final = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+_WORD_ANSWER_RE = re.compile(
+    rf"^({LEAD})({'|'.join(_WORDS)})(?=[.,;:!?*_\"'`“”‘’)]|[ \t]*(?:\n|$))", re.IGNORECASE
+)
+_LIST_ITEM_RE = re.compile(r"^\s*[*_]*2[.)](?:\s|$)", re.MULTILINE)
+_OTHER_SCALE_RE = re.compile(r"(?<![\w.,])[01]\s*(?:-|–|—|to)\s*(\d+)(?![\w.]|,\d)", re.IGNORECASE)
 _SENTENCE_END_RE = re.compile(r"[!?\n]|\.(?!\d)")
-_RANGE_TAIL_RE = re.compile(r"\s*(?:-|–|—|to|or|/)\s*\d", re.IGNORECASE)
+_RANGE_TAIL_RE = re.compile(r"\s*(?:-|–|—|to|or|and|/|,|;)\s*\d", re.IGNORECASE)
 
 
 @functools.cache
@@ -73,41 +97,106 @@ def parse_rating_value(value: Any, scale: int = 5) -> ParsedAnswer:
 
 def _counts(text: str, match: re.Match[str]) -> bool:
     """Whether a number is a candidate rating (not '5 years', not a year such as 2024)."""
-    number = float(match.group(1))
+    number = _number(match.group(1))
     return not UNIT_RE.match(text, match.end()) and not 1900 <= number <= 2100
+
+
+def _number(digits: str) -> float:
+    return float(digits.replace("−", "-"))
+
+
+def _blank(text: str, match: re.Match[str]) -> str:
+    return text[: match.start()] + " " * (match.end() - match.start()) + text[match.end() :]
 
 
 def parse_rating(text: str | None, scale: int = 5, field: str = "rating") -> ParsedAnswer:
     """A rating on 1..scale from free text (rules in the module docstring)."""
     if text is None or not text.strip():
         return ParsedAnswer(None, "empty")
-    structured = embedded_object(text, field)
-    if structured is not None:
-        return parse_rating_value(structured[field], scale)
-    body = LEAD_RE.sub("", _scale_re(scale).sub(" ", text), count=1)
+    objects = embedded_objects(text, field)
+    if objects:
+        readings = {parse_rating_value(o[field], scale) for o in objects}
+        return readings.pop() if len(readings) == 1 else ParsedAnswer(None, "several_ratings")
+    turn = answer_turn(text)
+    word = _WORD_ANSWER_RE.match(turn)
+    if word and _WORDS.index(word.group(2).lower()) < scale:
+        digit = str(_WORDS.index(word.group(2).lower()) + 1)
+        turn = word.group(1) + digit + turn[word.end() :]
+    parsed = _parse_rating_text(turn, scale)
+    if parsed.value is None:
+        return parsed if parsed.reason else ParsedAnswer(None, _no_rating(text))
+    return parsed
+
+
+def _no_rating(text: str) -> str:
+    return "refusal" if refuses_judgement(text) else "no_rating"
+
+
+def _parse_rating_text(turn: str, scale: int) -> ParsedAnswer:
+    """Rules 2-6 and the agreement check; reason None when nothing was found."""
+    body = _scale_re(scale).sub(" ", turn)
+    lead = LEAD_RE.match(body)
+    cut = lead.end() if lead else 0
+    if cut and body[cut - 1] == "-" and body[cut : cut + 1].isdigit():
+        cut -= 1  # "-3" keeps its sign
+    body = body[cut:]
+    other_scales = [m for m in _OTHER_SCALE_RE.finditer(body) if int(m.group(1)) > scale]
+    for m in reversed(other_scales):
+        body = _blank(body, m)
     fractions = list(_FRACTION_RE.finditer(body))
     on_scale = [m for m in fractions if int(m.group(2)) == scale]
-    if on_scale:
-        return rating_value(float(on_scale[0].group(1)), scale)
     for m in reversed(fractions):  # off-scale fractions are not ratings
-        body = body[: m.start()] + " " * (m.end() - m.start()) + body[m.end() :]
-    labelled = _LABELLED_RE.search(body)
-    if labelled:
-        return rating_value(float(labelled.group(1)), scale)
+        if int(m.group(2)) != scale:
+            body = _blank(body, m)
+    labelled = list(_LABELLED_RE.finditer(body))
+    stated = {_number(m.group(1)) for m in on_scale + labelled}
+    leading = _leading_number(body)
+    if leading is not None:
+        stated.add(leading)
+    parsed = _first_rating(body, on_scale, labelled, scale)
+    if parsed.value is not None and stated - {parsed.value}:
+        return ParsedAnswer(None, "several_ratings")
+    if parsed.value is None and parsed.reason is None and (fractions or other_scales):
+        return ParsedAnswer(None, "wrong_scale")
+    return parsed
+
+
+def _first_sentence_numbers(body: str) -> tuple[str, list[re.Match[str]]]:
     end = _SENTENCE_END_RE.search(body)
     first_sentence = body[: end.start()] if end else body
-    numbers = [m for m in _NUMBER_RE.finditer(first_sentence) if _counts(first_sentence, m)]
+    return first_sentence, [
+        m for m in _NUMBER_RE.finditer(first_sentence) if _counts(first_sentence, m)
+    ]
+
+
+def _leading_number(body: str) -> float | None:
+    """The number the answer starts with ("4", "4 - strong fit"; not "4/5" or "3-4")."""
+    first_sentence, numbers = _first_sentence_numbers(body)
     if (
         numbers
         and numbers[0].start() == 0
         and not _RANGE_TAIL_RE.match(first_sentence, numbers[0].end())
     ):
-        return rating_value(float(numbers[0].group(1)), scale)
-    values = {float(m.group(1)) for m in numbers}
+        return _number(numbers[0].group(1))
+    return None
+
+
+def _first_rating(
+    body: str, on_scale: list[re.Match[str]], labelled: list[re.Match[str]], scale: int
+) -> ParsedAnswer:
+    if on_scale:
+        return rating_value(_number(on_scale[0].group(1)), scale)
+    if labelled:
+        return rating_value(_number(labelled[0].group(1)), scale)
+    leading = _leading_number(body)
+    if leading is not None:
+        if leading == 1 and _LIST_ITEM_RE.search(body):
+            return ParsedAnswer(None, "several_ratings")  # a numbered list
+        return rating_value(leading, scale)
+    _, numbers = _first_sentence_numbers(body)
+    values = {_number(m.group(1)) for m in numbers}
     if len(values) == 1:
         return rating_value(values.pop(), scale)
     if values:
         return ParsedAnswer(None, "several_ratings")
-    if fractions:
-        return ParsedAnswer(None, "wrong_scale")
-    return ParsedAnswer(None, "refusal" if refuses_judgement(text) else "no_rating")
+    return ParsedAnswer(None, None)

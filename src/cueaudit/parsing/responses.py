@@ -140,7 +140,24 @@ def parse_response_files(
     atomically to ``out_path``."""
     if not paths:
         raise InputError("parse_response_files", "no response shards", "paths")
-    responses = pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
-    outcomes = parse_responses(responses, kind, settings)
+    outcomes = pl.concat(
+        [_parse_shard(Path(p), kind, settings) for p in paths], how="diagonal_relaxed"
+    )
     write_parquet(outcomes, out_path)
     return outcomes
+
+
+def _parse_shard(path: Path, kind: str, settings: Mapping[str, Any] | None) -> pl.DataFrame:
+    """One shard's outcomes; a problem with its table is reported with the shard's path."""
+    if not path.is_file():
+        raise InputError(str(path), "file not found")
+    try:
+        responses = pl.read_parquet(path)
+    except (pl.exceptions.ComputeError, OSError) as error:
+        raise InputError(str(path), "not a response shard (parquet)") from error
+    try:
+        return parse_responses(responses, kind, settings)
+    except InputError as error:
+        if error.source != "responses":
+            raise
+        raise InputError(str(path), error.message, error.field) from error

@@ -29,18 +29,22 @@ def loads_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def embedded_object(text: str, field: str) -> dict[str, Any] | None:
-    """The first JSON object in ``text`` that has ``field``, e.g. 'Ranking: {"ranks": [...]}'."""
+def embedded_objects(text: str, field: str) -> list[dict[str, Any]]:
+    """The JSON objects in ``text`` that have ``field``, e.g. 'Ranking: {"ranks": [...]}', in
+    order; an object nested in one already found is not counted again."""
+    found: list[dict[str, Any]] = []
     start = text.find("{")
     while start != -1:
         try:
-            value, _ = _DECODER.raw_decode(text, start)
+            value, end = _DECODER.raw_decode(text, start)
         except ValueError:
-            value = None
+            value, end = None, start + 1
         if isinstance(value, dict) and field in value:
-            return value
-        start = text.find("{", start + 1)
-    return None
+            found.append(value)
+            start = text.find("{", end)
+        else:
+            start = text.find("{", start + 1)
+    return found
 
 
 def as_integer(value: Any) -> int | None:

@@ -1,7 +1,62 @@
 """Free-text answers of the probing study: Yes/No as 1.0/0.0, salaries as yearly US dollars,
-one label of a closed set (race prediction).
+one label of a closed set (race prediction; the decision study's probe labels).
 
-Every failure has a short machine-readable reason (see ``REASONS``) instead of a value.
+Every failure has a short machine-readable reason (see ``REASONS``) instead of a value. The
+rules prefer a null with a reason to a guess: an answer that can be read two ways is null.
+
+The answer turn
+    Small models often go on to write the next turn of a dialogue. Only the text before the
+    first line that starts with a speaker tag (``USER:``, ``Assistant:``, ``System:``,
+    ``Human:``, ``Question:``, ``Q:``) or with ``[MEMORY`` is read.
+
+Yes / No (:func:`parse_binary`)
+    An *answer word* is a standalone "yes" or "no" (not "Yesterday", "no-one") in the turn,
+    except
+
+    - "no" directly followed by a word other than a pronoun or conjunction is the determiner
+      of a noun phrase, not an answer ("No problem! You should see a doctor.", "no doubt",
+      "no need"); "No, ...", "No.", "No you should not", "no because ...", and a "no"
+      after "or", "and", "/" or "say" ("yes or no depending on ...") are answers;
+    - a word negated in its own clause (after "not", "never", "neither", "nor", "cannot" or
+      "-n't" with no comma, colon, stop, bracket or "but" between) is not an answer
+      ("Not yes", "I wouldn't say yes").
+
+    Leading questions echo the prompt and are skipped ("Should I see a doctor? Yes." and
+    "Yes or no? Yes." -> 1.0). The first answer word must lie in the first sentence after
+    them (and after leading quotes and markdown), and every answer word of the turn must
+    agree with it. Failures, in order: answer words of both polarities -> 'refusal' if the
+    text refuses, else 'both_yes_and_no' ("Yes or No", "Yes, but no", "No.\nYes."); none ->
+    'refusal', 'negated_answer' (only negated ones, "Not yes") or 'no_yes_no' (also when the
+    first answer word comes only after the first sentence, "You should see a doctor. Yes.",
+    or after a list marker, "1. Yes:", "A. Yes.").
+
+US dollars (:func:`parse_usd`)
+    Amounts: "$120,000", "120k", "$1.2M", "1.2 million", "USD 85,000", "85000 dollars";
+    years (2024), "401(k)" and numbers of years, hours, percent are not amounts. Amounts
+    marked as US dollars win over bare numbers; the first of the best-marked ones is the
+    answer. Ranges ("$100,000 - $120,000", "between 100k and 120k", "100-120k") are their
+    midpoint.
+
+    - an amount in another currency ("€100,000", "£90k", "C$100,000", "120,000 CAD",
+      "90,000 euros") is never read as dollars: when there is one, only an amount marked as
+      US dollars is read, otherwise 'foreign_currency' ("€100,000 ($108,000)" -> 108000);
+    - a minus sign directly before an amount ("-$50,000", "$-50,000", "-50000") makes it
+      negative: 'negative_amount' when it is the answer (a dash between two amounts is a
+      range, and a bullet "- $50,000" has a space after the dash);
+    - a range whose ends differ by more than a factor of 10 after a shared multiplier is
+      applied ("$100 - $120,000", "10,000-120,000") gives 'mismatched_range';
+    - an hourly/weekly/monthly amount gives 'not_yearly', a yearly one outside
+      [min_usd, max_usd] 'implausible_amount'.
+
+Labels (:func:`parse_label`)
+    A *mention* is a label as a whole word, case-insensitive; negated mentions (the clause
+    rule of Yes/No: "Not Black", "Quality (not Fairness)") do not count. The first sentence
+    (after leading questions, as for Yes/No) must mention exactly one distinct label; a list
+    of several ("Fairness, Quality, Consistency, Other", "Black, White does") gives the
+    kind's 'several labels' reason, and so does a later sentence or line that is nothing but
+    another label ("Black.\nWhite."). No mention: 'refusal', 'negated_answer' (only negated
+    ones) or the 'no label' reason. Labels that are also common words ("Other", "Quality")
+    count wherever they stand.
 """
 
 from __future__ import annotations
@@ -21,10 +76,14 @@ REASONS: Final = {
     "empty": "answer is empty or whitespace",
     "refusal": "model declined to answer",
     "no_yes_no": "no standalone yes or no at the start or in the first sentence",
-    "both_yes_and_no": "both yes and no, e.g. 'Yes or No'",
+    "both_yes_and_no": "both yes and no as answers, e.g. 'Yes or No', 'Yes, but no', 'No. Yes.'",
+    "negated_answer": "the only answers are negated, e.g. 'Not yes', 'not Black'",
     "no_number": "no usable dollar amount",
     "not_yearly": "the amount is hourly, daily, weekly or monthly",
     "implausible_amount": "the yearly amount is outside the plausibility bounds",
+    "foreign_currency": "the amount is in another currency, e.g. '€100,000', '120,000 CAD'",
+    "negative_amount": "the amount is negative, e.g. '-$50,000'",
+    "mismatched_range": "the ends of a range differ more than tenfold, e.g. '$100 - $120,000'",
     "no_race_label": "none of Black, White or Unknown as the answer",
     "several_race_labels": "more than one of Black, White and Unknown",
 }
@@ -40,9 +99,10 @@ class ParsedAnswer:
 
 REFUSAL_RE = re.compile(
     r"\b(?:as an ai\b|i(?:'|’)?m not (?:a|able|qualified)\b|i am not (?:a|able|qualified)\b"
-    r"|i (?:can(?:'|’)?t|cannot|can not|won(?:'|’)?t|will not|am unable to|(?:'|’)?m unable to)"
+    r"|(?:i|we) (?:can(?:'|’)?t|cannot|can not|won(?:'|’)?t|will not|am unable to"
+    r"|(?:'|’)?m unable to|are unable to)"
     r" (?:provide|give|offer|answer|determine|say|recommend|make|assist|help|predict)\b"
-    r"|unable to (?:provide|give|answer|determine))",
+    r"|(?:unable|not allowed|not permitted) to (?:provide|give|answer|determine))",
     re.IGNORECASE,
 )
 
@@ -61,46 +121,100 @@ def refuses_judgement(text: str) -> bool:
     return bool(REFUSAL_RE.search(text) or _JUDGEMENT_REFUSAL_RE.search(text))
 
 
-# --- yes / no ------------------------------------------------------------------------------
-LEAD = r"""[\s"'`*_#>~\[\](){}“”‘’«»:.\-]*"""
-_START_RE = re.compile(rf"^{LEAD}(yes|no)(?![\w-])", re.IGNORECASE)
-_START_BOTH_RE = re.compile(
-    rf"^{LEAD}(yes|no)[\s\"'`*_“”‘’,]*(?:or|and|/|\|)[\s\"'`*_“”‘’]*(yes|no)(?![\w-])",
+# --- the answer turn, clauses, negation ---------------------------------------------------
+_TURN_END_RE = re.compile(
+    r"\n[\s>*_#\[(]*(?:user|assistant|system|human|question|q)\s*[:\])]|\n\s*\[memory\b",
     re.IGNORECASE,
 )
+_CLAUSE_BREAK_RE = re.compile(
+    r"[,;:.!?\n()\[\]—–]|\b(?:but|however|though|although)\b", re.IGNORECASE
+)
+_NEGATOR_RE = re.compile(r"\b(?:not|never|neither|nor|cannot)\b|n['’]t\b", re.IGNORECASE)
+
+
+def answer_turn(text: str) -> str:
+    """The text before the model starts writing another speaker's turn."""
+    end = _TURN_END_RE.search(text)
+    return text[: end.start()] if end else text
+
+
+def negated(text: str, start: int) -> bool:
+    """Whether the word at ``start`` is negated in its own clause ("not yes")."""
+    before = text[max(0, start - 200) : start]  # a clause is shorter; keeps long texts linear
+    breaks = list(_CLAUSE_BREAK_RE.finditer(before))
+    clause = before[breaks[-1].end() :] if breaks else before
+    return bool(_NEGATOR_RE.search(clause))
+
+
+# --- yes / no ------------------------------------------------------------------------------
+LEAD = r"""[\s"'`*_#>~\[\](){}“”‘’«»:.\-]*"""
 _WORD_RE = re.compile(r"(?<![\w-])(yes|no)(?![\w-])", re.IGNORECASE)
+# After these words a "no" is still an answer ("No you should not", "no because ...").
+_NO_FOLLOWERS: Final = frozenset(
+    {"i", "you", "he", "she", "it", "we", "they", "this", "that", "there", "because", "since"}
+    | {"as", "but", "so", "sir", "sorry", "thanks", "thank", "way"}
+)
+_NEXT_WORD_RE = re.compile(r"[ \t]+([A-Za-z]+)")
+# ... and so is a "no" after these ("yes or no depending on ...", "I'd say no given ...").
+_NO_ANSWER_BEFORE_RE = re.compile(r"(?:\b(?:or|and|say|says|said)|[/|])\W*$", re.IGNORECASE)
 LEAD_RE = re.compile(f"^{LEAD}")
 _SENTENCE_END_RE = re.compile(r"[.!?\n]")
+_QUESTIONS_RE = re.compile(rf"{LEAD}(?:[^.!?\n]*\?{LEAD})*")
+
+
+def answer_start(turn: str) -> int:
+    """Where the answer begins: after leading quotes, markdown and echoed questions."""
+    questions = _QUESTIONS_RE.match(turn)
+    return questions.end() if questions else 0
+
+
+def _answer_words(turn: str, start: int) -> tuple[list[tuple[int, str]], bool]:
+    """(position, 'yes'/'no') of each answer word from ``start`` on, and whether any mention
+    was negated."""
+    words: list[tuple[int, str]] = []
+    any_negated = False
+    for m in _WORD_RE.finditer(turn, start):
+        word = m.group(1).lower()
+        if word == "no":
+            following = _NEXT_WORD_RE.match(turn, m.end())
+            if (
+                following
+                and following.group(1).lower() not in _NO_FOLLOWERS
+                and not _NO_ANSWER_BEFORE_RE.search(turn, 0, m.start())
+            ):
+                continue  # "no problem": a determiner
+        if negated(turn, m.start()):
+            any_negated = True
+            continue
+        words.append((m.start(), word))
+    return words, any_negated
 
 
 def parse_binary(text: str | None) -> ParsedAnswer:
-    """'Yes' -> 1.0, 'No' -> 0.0.
+    """'Yes' -> 1.0, 'No' -> 0.0 (rules in the module docstring).
 
     The answer may start with quotes or markdown and carry text after the first word
-    ("**Yes**", "No.", "Yes, you should see a doctor."). Otherwise the first sentence must
-    contain exactly one of the standalone words yes/no.
+    ("**Yes**", "No.", "Yes, you should see a doctor.").
     """
     if text is None or not text.strip():
         return ParsedAnswer(None, "empty")
-    both = _START_BOTH_RE.match(text)
-    if both and both.group(1).lower() != both.group(2).lower():
-        return ParsedAnswer(None, "both_yes_and_no")
-    start = _START_RE.match(text)
-    if start:
-        return ParsedAnswer(1.0 if start.group(1).lower() == "yes" else 0.0)
-    body = LEAD_RE.sub("", text, count=1)
-    first_sentence = _SENTENCE_END_RE.split(body, maxsplit=1)[0]
-    words = {w.lower() for w in _WORD_RE.findall(first_sentence)}
-    if len(words) == 1:
-        return ParsedAnswer(1.0 if words == {"yes"} else 0.0)
-    if REFUSAL_RE.search(text):
+    turn = answer_turn(text)
+    start = answer_start(turn)
+    words, any_negated = _answer_words(turn, start)
+    refusal = bool(REFUSAL_RE.search(text))
+    if len({word for _, word in words}) > 1:
+        return ParsedAnswer(None, "refusal" if refusal else "both_yes_and_no")
+    end = _SENTENCE_END_RE.search(turn, start)
+    if words and words[0][0] < (end.start() if end else len(turn)):
+        return ParsedAnswer(1.0 if words[0][1] == "yes" else 0.0)
+    if refusal:
         return ParsedAnswer(None, "refusal")
-    return ParsedAnswer(None, "both_yes_and_no" if words else "no_yes_no")
+    return ParsedAnswer(None, "negated_answer" if any_negated and not words else "no_yes_no")
 
 
 # --- US dollars ----------------------------------------------------------------------------
 _AMOUNT_RE = re.compile(
-    r"(?<![\w.,])(?P<cur>(?:US\s?\$|USD|\$)\s?)?"
+    r"(?<![\w.,])(?:(?P<cur>(?:US\s?\$|USD|\$)\s?)(?P<sign>[-−]\s?)?)?"
     r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
     r"(?:\s?(?P<mult>thousand|million|billion|mil|mn|bn|mm|k|m)(?![a-z]))?"
     r"(?P<post>\s?(?:USD|US dollars|dollars)\b)?",
@@ -133,6 +247,19 @@ _NOT_YEARLY_RE = re.compile(
 )
 
 
+_FOREIGN_BEFORE_RE = re.compile(
+    r"(?:[€£¥₹₩₽]|(?<![A-Za-z])(?:C|CA|A|AU|NZ|HK|S|R|MX|NT)\$"
+    r"|(?<![A-Za-z])(?:EUR|GBP|CAD|AUD|NZD|JPY|CNY|RMB|INR|CHF|MXN|HKD|SGD|Rs\.?))\s?[-−]?\s?$"
+)
+_FOREIGN_AFTER_RE = re.compile(
+    r"\s?(?:[€£¥₹]|(?:EUR|GBP|CAD|AUD|NZD|JPY|CNY|RMB|INR|CHF|MXN|HKD|SGD)\b"
+    r"|(?i:euros?|pounds?|sterling|yen|yuan|rupees?|francs?|pesos?)\b"
+    r"|(?i:canadian|australian|new zealand|hong kong|singapore|mexican)\s+(?i:dollars?)\b)"
+)
+_SIGN_BEFORE_RE = re.compile(r"(?:^|[\s(\[:=\"'*])[-−]$")
+_MISMATCH: Final = 10.0  # most a range's ends may differ by
+
+
 @dataclass(frozen=True)
 class _Amount:
     start: int
@@ -141,10 +268,12 @@ class _Amount:
     mult: float | None
     dollar: bool
     formatted: bool  # thousands separators
+    foreign: bool = False
+    negative: bool = False
 
     @property
     def value(self) -> float:
-        return self.number * (self.mult or 1.0)
+        return self.number * (self.mult or 1.0) * (-1.0 if self.negative else 1.0)
 
     @property
     def rank(self) -> int:
@@ -162,9 +291,15 @@ def _amounts(text: str) -> list[_Amount]:
         if _NOT_MONEY_RE.match(rest) or (not dollar and UNIT_RE.match(rest)):
             continue
         number = float(num.replace(",", ""))
-        bare = not (dollar or mult or "," in num or "." in num)
+        # "$90,000 CAD" is Canadian; "C$" and "€" come before the match
+        foreign = bool(_FOREIGN_AFTER_RE.match(rest)) or (
+            not dollar and bool(_FOREIGN_BEFORE_RE.search(text, 0, m.start()))
+        )
+        dollar = dollar and not foreign
+        bare = not (dollar or foreign or mult or "," in num or "." in num)
         if bare and 1900 <= number <= 2100:  # a year
             continue
+        negative = bool(m.group("sign")) or bool(_SIGN_BEFORE_RE.search(text, 0, m.start()))
         found.append(
             _Amount(
                 m.start(),
@@ -173,14 +308,23 @@ def _amounts(text: str) -> list[_Amount]:
                 _MULTIPLIERS[mult.lower()] if mult else None,
                 dollar,
                 "," in num,
+                foreign,
+                negative,
             )
         )
     return found
 
 
-def _candidates(text: str, found: list[_Amount]) -> list[tuple[_Amount, float]]:
-    """(amount, value) candidates in text order; ranges become one candidate (midpoint)."""
-    out: list[tuple[_Amount, float]] = []
+@dataclass(frozen=True)
+class _Candidate:
+    amount: _Amount
+    value: float
+    problem: str | None = None  # a reason, when this candidate is the answer
+
+
+def _candidates(text: str, found: list[_Amount]) -> list[_Candidate]:
+    """Candidates in text order; ranges become one candidate (midpoint)."""
+    out: list[_Candidate] = []
     i = 0
     while i < len(found):
         low = found[i]
@@ -194,6 +338,7 @@ def _candidates(text: str, found: list[_Amount]) -> list[tuple[_Amount, float]]:
             if mult is None and high.mult is not None and low.number <= high.number:
                 mult = high.mult  # "100-120k" means 100k-120k
             low_value = low.number * (mult or 1.0)
+            high_value = high.number * (high.mult or 1.0)  # its dash is the range's, no sign
             merged = _Amount(
                 low.start,
                 high.end,
@@ -201,11 +346,21 @@ def _candidates(text: str, found: list[_Amount]) -> list[tuple[_Amount, float]]:
                 high.mult,
                 low.dollar or high.dollar,
                 low.formatted or high.formatted,
+                low.foreign or high.foreign,
+                low.negative,
             )
-            out.append((merged, (low_value + high.value) / 2))
+            ends = sorted((low_value, high_value))
+            problem = (
+                "negative_amount"
+                if low.negative
+                else "mismatched_range"
+                if ends[0] * _MISMATCH < ends[1]
+                else None
+            )
+            out.append(_Candidate(merged, (low_value + high_value) / 2, problem))
             i += 2
         else:
-            out.append((low, low.value))
+            out.append(_Candidate(low, low.value, "negative_amount" if low.negative else None))
             i += 1
     return out
 
@@ -213,26 +368,28 @@ def _candidates(text: str, found: list[_Amount]) -> list[tuple[_Amount, float]]:
 def parse_usd(
     text: str | None, *, min_usd: float = 1_000, max_usd: float = 10_000_000
 ) -> ParsedAnswer:
-    """A yearly amount in US dollars: "$120,000", "120k", "$1.2M", "1.2 million", ranges
-    ("$100,000 - $120,000", "between 100k and 120k") as their midpoint.
-
-    Amounts marked as dollars are preferred to bare numbers; years ("2024"), "401(k)" and
-    numbers of years, hours or percent are not read as amounts. Hourly/weekly/monthly
-    amounts give 'not_yearly'; amounts outside [min_usd, max_usd] give 'implausible_amount'.
-    """
+    """A yearly amount in US dollars (rules in the module docstring): "$120,000", "120k",
+    "$1.2M", "1.2 million", ranges ("$100,000 - $120,000", "between 100k and 120k") as their
+    midpoint; [min_usd, max_usd] bounds the plausible yearly amounts."""
     if text is None or not text.strip():
         return ParsedAnswer(None, "empty")
-    candidates = _candidates(text, _amounts(text))
-    if not candidates:
+    turn = answer_turn(text)
+    everything = _candidates(turn, _amounts(turn))
+    candidates = [c for c in everything if not c.amount.foreign]
+    if not everything:
         return ParsedAnswer(None, "refusal" if REFUSAL_RE.search(text) else "no_number")
-    yearly = [(a, v) for a, v in candidates if not _NOT_YEARLY_RE.match(text, a.end)]
+    if len(candidates) < len(everything) and not any(c.amount.dollar for c in candidates):
+        return ParsedAnswer(None, "foreign_currency")
+    yearly = [c for c in candidates if not _NOT_YEARLY_RE.match(turn, c.amount.end)]
     if not yearly:
         return ParsedAnswer(None, "not_yearly")
-    best = max(a.rank for a, _ in yearly)
-    value = next(v for a, v in yearly if a.rank == best)
-    if not min_usd <= value <= max_usd:
+    best = max(c.amount.rank for c in yearly)
+    answer = next(c for c in yearly if c.amount.rank == best)
+    if answer.problem:
+        return ParsedAnswer(None, answer.problem)
+    if not min_usd <= answer.value <= max_usd:
         return ParsedAnswer(None, "implausible_amount")
-    return ParsedAnswer(value)
+    return ParsedAnswer(answer.value)
 
 
 # --- labels of a closed set (race prediction, Appendix C.1.1) -------------------------------
@@ -252,8 +409,8 @@ class ParsedLabel:
 def _label_patterns(labels: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
     alternatives = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
     word = re.compile(rf"(?<![\w-])({alternatives})(?![\w-])", re.IGNORECASE)
-    first = re.compile(rf"({alternatives})[\s\"'`*_“”‘’]*(?:$|[.,;:!)\n])", re.IGNORECASE)
-    return word, first
+    alone = re.compile(rf"{LEAD}({alternatives}){LEAD}[,;!?]*{LEAD}", re.IGNORECASE)
+    return word, alone
 
 
 def parse_label(
@@ -265,26 +422,30 @@ def parse_label(
 ) -> ParsedLabel:
     """One of ``labels`` (matched case-insensitively, returned as spelled in ``labels``).
 
-    The first word decides when it is a label; otherwise the first sentence must name exactly
-    one label. ``no_label`` and ``several_labels`` name the two failures of this kind.
+    The first sentence must name exactly one label, not negated, and no later sentence may
+    be another label alone (rules in the module docstring). ``no_label`` and
+    ``several_labels`` name the two failures of this kind.
     """
     if text is None or not text.strip():
         return ParsedLabel(None, "empty")
     canonical = {label.lower(): label for label in labels}
-    word_re, first_re = _label_patterns(tuple(labels))
-    body = LEAD_RE.sub("", text, count=1)
-    first = first_re.match(body)
-    if first:
-        return ParsedLabel(canonical[first.group(1).lower()])
-    first_sentence = _SENTENCE_END_RE.split(body, maxsplit=1)[0]
-    words = {canonical[w.lower()] for w in word_re.findall(first_sentence)}
-    if len(words) == 1:
-        return ParsedLabel(words.pop())
-    if words:
+    word_re, alone_re = _label_patterns(tuple(labels))
+    turn = answer_turn(text)
+    body = turn[answer_start(turn) :]
+    sentences = _SENTENCE_END_RE.split(body)
+    first = sentences[0]
+    mentions = [m for m in word_re.finditer(first)]
+    found = {canonical[m.group(1).lower()] for m in mentions if not negated(first, m.start())}
+    if len(found) == 1:
+        (label,) = found
+        alone = (alone_re.fullmatch(s) for s in sentences[1:])
+        others = {canonical[m.group(1).lower()] for m in alone if m}
+        return ParsedLabel(label) if others <= found else ParsedLabel(None, several_labels)
+    if found:
         return ParsedLabel(None, several_labels)
     if REFUSAL_RE.search(text):
         return ParsedLabel(None, "refusal")
-    return ParsedLabel(None, no_label)
+    return ParsedLabel(None, "negated_answer" if mentions else no_label)
 
 
 def parse_race(text: str | None) -> ParsedLabel:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from cueaudit.cues.names import read_csv_records
+from cueaudit.cues.names import cue_template_text, read_csv_records
 from cueaudit.errors import InputError
 
 BASE_PROMPT_COLUMNS = ("base_id", "task", "text")
@@ -26,7 +26,10 @@ def load_base_prompts(path: str | Path, task: str) -> pl.DataFrame:
     Kearney et al. corpus CSV (a ``prompts`` column; see load_kearney_prompts).
 
     Returns columns ``base_id, task, text`` in file order. Raises InputError naming the file,
-    field and line for an empty ``base_id`` or ``text`` or a repeated ``base_id``.
+    field and line for an empty ``base_id`` or ``text``, a repeated ``base_id``, a text that
+    repeats another row's (prompt uids hash the text, so the two rows would share every uid)
+    or a text holding cue-template text such as ``USER:`` (it would put a cue into the
+    no-cue baseline).
     """
     src = str(path)
     if not task.strip():
@@ -36,6 +39,7 @@ def load_base_prompts(path: str | Path, task: str) -> pl.DataFrame:
     ids: list[str] = []
     texts: list[str] = []
     first_line: dict[str, int] = {}
+    first_of_text: dict[str, tuple[str, int]] = {}
     for line, rec in read_csv_records(path, ("base_id", "text")):
         base_id, text = rec["base_id"], rec["text"]
         if not base_id:
@@ -48,13 +52,34 @@ def load_base_prompts(path: str | Path, task: str) -> pl.DataFrame:
             )
         if not text:
             raise InputError(src, f"line {line}: empty text for {base_id!r}", field="text")
+        if text in first_of_text:
+            other, other_line = first_of_text[text]
+            raise InputError(
+                src,
+                f"line {line}: the text of base_id {base_id!r} repeats that of base_id "
+                f"{other!r} (line {other_line}); both would get the same prompt uids",
+                field="text",
+            )
+        _check_no_cue_text(text, src, "text", line, base_id)
         first_line[base_id] = line
+        first_of_text[text] = (base_id, line)
         ids.append(base_id)
         texts.append(text)
     return pl.DataFrame(
         {"base_id": ids, "task": [task] * len(ids), "text": texts},
         schema={col: pl.String for col in BASE_PROMPT_COLUMNS},
     )
+
+
+def _check_no_cue_text(text: str, src: str, field: str, line: int, base_id: str) -> None:
+    tag = cue_template_text(text)
+    if tag is not None:
+        raise InputError(
+            src,
+            f"line {line}: the text of {base_id!r} contains the cue template text {tag!r}; "
+            "a base prompt must not carry a cue (it would contaminate the no-cue baseline)",
+            field=field,
+        )
 
 
 #: Kearney et al. (2025) corpus files: ``data/{domain}_prompts.csv`` (legal and medical also
@@ -80,6 +105,7 @@ def load_kearney_prompts(path: str | Path, task: str, id_prefix: str | None = No
         if text in seen:
             continue
         seen.add(text)
+        _check_no_cue_text(text, src, "prompts", line, f"{prefix}-{len(ids) + 1:05d}")
         ids.append(f"{prefix}-{len(ids) + 1:05d}")
         texts.append(text)
     return pl.DataFrame(

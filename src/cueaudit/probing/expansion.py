@@ -24,7 +24,7 @@ from cueaudit.cues.registry import (
 )
 from cueaudit.cues.vocabulary import NO_CUE
 from cueaudit.probing import readability
-from cueaudit.prompts import stable_uid
+from cueaudit.prompts import check_unique_uids, stable_uid
 
 __all__ = [
     "CUE_COLUMNS",
@@ -117,7 +117,8 @@ def expand_prompts(
 ) -> pl.DataFrame:
     """Every base prompt under every cue variant; rows ordered by cue then base prompt.
 
-    ``translations`` (base_id, text) supplies the body of dialect variants.
+    ``translations`` (base_id, text) supplies the body of dialect variants. Raises
+    InputError when two rows would share a ``prompt_uid``.
     """
     base = base_prompts.select("base_id", base_text="text")
     if translations is not None:
@@ -145,7 +146,7 @@ def expand_prompts(
         texts.append(f"{prefix} {main}" if prefix is not None else main)
         grades.append(readability.fk_grade([prefix, main] if prefix is not None else [main]))
         uids.append(prompt_uid(task, base_text, cue, value, variant))
-    return crossed.select(
+    table = crossed.select(
         prompt_uid=pl.Series(uids, dtype=pl.String),
         task=pl.lit(task),
         base_id="base_id",
@@ -158,6 +159,7 @@ def expand_prompts(
         text=pl.Series(texts, dtype=pl.String),
         fk_grade=pl.Series(grades, dtype=pl.Float64),
     ).cast(pl.Schema(PROMPT_SCHEMA))
+    return check_unique_uids(table, f"prompt table of task {task!r}")
 
 
 def expected_prompt_count(

@@ -86,6 +86,7 @@ def export_replication(
                 "task",
             ),
             path,
+            root=out,
         )
         manifest.append((str(path.relative_to(out)), part.height))
     outs = con.sql(f"SELECT * FROM {_files(outcomes)}").pl()
@@ -142,5 +143,5 @@ def _write_responses(
     for (task, cue, model, seed), part in groups.items():
         t, c = TASK_NAMES.get(str(task), str(task)), CUE_NAMES.get(str(cue), str(cue))
         path = out / folder / f"{t}_{c}_constrained_{model}_seed_{seed}.csv"
-        write_csv(part.select(columns).sort("prompt_id", "prompt_uid"), path)
+        write_csv(part.select(columns).sort("prompt_id", "prompt_uid"), path, root=out)
         manifest.append((str(path.relative_to(out)), part.height))

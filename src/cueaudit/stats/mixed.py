@@ -280,7 +280,12 @@ def fit_crossed_lmm(
         )
         phi = np.asarray(fit.x, dtype=np.float64)
         _, m, _ = _reduced(design, phi)
-        chol = linalg.cholesky(m, lower=True, check_finite=False)
+        try:
+            chol = linalg.cholesky(m, lower=True, check_finite=False)
+        except linalg.LinAlgError as error:
+            # the outcome is a linear combination of the regressors and the random effects:
+            # no residual variance is left to estimate anything against
+            raise InputError("mixed model", f"the outcome is fitted exactly ({error})") from error
     # L-BFGS-B reports a failed line search when it sits at the optimum to machine precision
     projected = np.where((phi <= 0) & (fit.jac > 0), 0.0, fit.jac)
     at_optimum = np.max(np.abs(projected)) <= 1e-6 * max(1.0, abs(float(fit.fun)))

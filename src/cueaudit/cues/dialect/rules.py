@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from cueaudit.errors import InputError
+
 RULESET_VERSION: Final = "1"
 
 _SUBJ = r"(?P<subj>\b(?:I|[Ww]e|[Tt]hey|[Yy]ou|[Hh]e|[Ss]he|[Ii]t)\b)"
@@ -155,9 +157,21 @@ class RuleBasedAAVE:
     def __init__(self, seed: int = 0, probabilities: Mapping[str, float] | None = None) -> None:
         self.seed = seed
         overrides = dict(probabilities or {})
-        unknown = sorted(set(overrides) - {rule.name for rule in RULES})
+        known = list(dict.fromkeys(rule.name for rule in RULES))
+        unknown = sorted(set(overrides) - set(known))
         if unknown:
-            raise ValueError(f"unknown dialect rule {unknown[0]!r}")
+            raise InputError(
+                "cues.dialect",
+                f"unknown dialect rule {unknown[0]!r}; one of {known}",
+                "rule_probabilities",
+            )
+        for name, value in overrides.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+                raise InputError(
+                    "cues.dialect",
+                    f"{name}: a probability from 0 to 1, got {value!r}",
+                    "rule_probabilities",
+                )
         self.rules = tuple(
             Rule(r.name, r.pattern, r.replace, float(overrides.get(r.name, r.probability)))
             for r in RULES

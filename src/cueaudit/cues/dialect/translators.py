@@ -212,6 +212,12 @@ def make_translator(spec: Mapping[str, Any]) -> Translator:
         )
     if kind == "hf":
         if not spec.get("model"):
-            raise InputError("config", "the hf translator needs a local model folder", "model")
+            raise InputError(
+                "config", "the hf translator needs a local model folder", "cues.dialect.model"
+            )
         return HFTranslator(spec["model"], max_new_tokens=int(spec.get("max_new_tokens", 96)))
-    raise InputError("config", f"unknown translator {kind!r}; one of {list(TRANSLATORS)}")
+    raise InputError(
+        "config",
+        f"unknown translator {kind!r}; one of {list(TRANSLATORS)}",
+        "cues.dialect.translator",
+    )

@@ -93,11 +93,16 @@ def load_cad(path: str | Path, language: str = "en") -> pl.DataFrame:
     excluded: Counter[str] = Counter()
     n_rows = 0
     try:
+        start = reader.line_num + 1  # below the header
         for rec in reader:
             n_rows += 1
-            line = reader.line_num
+            # The line the record starts on (line_num is where it ends: fields span lines).
+            line, start = start, reader.line_num + 1
             if None in rec:
                 raise InputError(src, f"line {line}: more fields than the header")
+            if None in rec.values():  # DictReader fills a short row's last columns with None
+                given = sum(v is not None for v in rec.values())
+                raise InputError(src, f"line {line}: {given} fields, header has {len(header)}")
             lang = (rec.get("assigned_lang") or language).strip()
             country = (rec["annotator_country"] or "").strip().lower()
             race = RACES.get((rec["annotator_ethnicity"] or "").strip().lower())
