@@ -116,3 +116,22 @@ def slurm() -> None:
         if os.environ.get("CUEAUDIT_REQUIRE_SLURM") == "1":
             pytest.fail("CUEAUDIT_REQUIRE_SLURM=1 but no Slurm cluster answers sinfo")
         pytest.skip("no Slurm cluster (start one with: bash tests/slurm/cluster.sh start)")
+
+
+#: The keys that identify a row of each shared table of the database.
+JOIN_KEYS: dict[str, tuple[str, ...]] = {
+    "prompts": ("task", "prompt_uid"),
+    "responses": ("model", "seed", "task", "prompt_uid"),
+    "outcomes": ("model", "seed", "task", "prompt_uid"),
+}
+
+
+def assert_join_keys_unique(con: Any) -> None:
+    """Every shared table's join key identifies one row: a repeated key doubles every join
+    on it without a word (parse rates, group means, contrasts)."""
+    for table, keys in JOIN_KEYS.items():
+        columns = ", ".join(keys)
+        repeated = con.sql(
+            f"SELECT {columns}, count(*) AS n FROM {table} GROUP BY ALL HAVING n > 1 LIMIT 3"
+        ).fetchall()
+        assert not repeated, f"{table}: repeated ({columns}): {repeated}"

@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 import yaml
 
-from tests.conftest import ROOT, SnakemakeRunner, tiny_config, write_config
+from cueaudit.decision.prompts import expected_counts
+from tests.conftest import ROOT, SnakemakeRunner, assert_join_keys_unique, tiny_config, write_config
 from tests.e2e.test_slurm import SLURM_ARGS
 from tests.helpers.inference import llama_openai_config, llama_server, llama_server_available
 
@@ -148,6 +149,10 @@ def test_every_format_and_probe_produces_outcomes(
     ties = con.sql("SELECT * FROM decision_ties WHERE domain = 'hiring'").pl()
     assert set(ties["bundle_type"]) >= {"demographic_matched", "disguised_demographic"}
     assert ((ties["ci_low"] <= ties["tie_rate"]) & (ties["tie_rate"] <= ties["ci_high"])).all()
+    # the store's keys are unique and every task has the design's row count
+    assert_join_keys_unique(con)
+    counts = dict(con.sql("SELECT task, count(*) FROM outcomes GROUP BY task").fetchall())
+    assert counts == expected_counts(decision_config()["decision"]["design"])
     planted = con.sql("SELECT * FROM decision_planted WHERE domain = 'hiring'").pl()
     assert set(planted["source"]) == {"real", "simulated"}
     assert set(planted["planted_sd"]) == {0.05, 0.10, 0.50}

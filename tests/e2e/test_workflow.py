@@ -9,7 +9,7 @@ import matplotlib.image as mpimg
 import polars as pl
 import pytest
 
-from tests.conftest import SnakemakeRunner, tiny_config, write_config
+from tests.conftest import SnakemakeRunner, assert_join_keys_unique, tiny_config, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -47,6 +47,7 @@ def test_workflow_end_to_end(finished_run: Path, run_snakemake: SnakemakeRunner)
     assert con.sql("SELECT count(*) FROM outcomes").fetchall()[0] == (
         len(TASKS) * N_BASE * N_CUES * N_SEEDS,
     )
+    assert_join_keys_unique(con)
     # every response is matched by exactly one prompt
     orphans = con.sql(
         "SELECT count(*) FROM responses r ANTI JOIN prompts p USING (prompt_uid)"
