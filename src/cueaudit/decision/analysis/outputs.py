@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, Final
 
 import polars as pl
@@ -40,7 +39,6 @@ from cueaudit.store import connect
 log = logging.getLogger(__name__)
 
 FRAMES: Final = tuple(SCHEMAS)
-DEFAULT_PLANTED_SIZES: Final = (0.05, 0.10, 0.50)
 
 
 def write_frames(
@@ -125,7 +123,7 @@ def write_planted(
     """Planted disparities recovered from the real responses and from simulated answers to
     the same prompts."""
     prereg = load_preregistration(preregistration)
-    sizes = tuple(settings.get("planted_sizes", DEFAULT_PLANTED_SIZES))
+    sizes = tuple(settings.get("planted_sizes", planted.SIZES))
     simulated = None
     if settings.get("simulate", True):
         # the same prompts answered by the simulator's generative model
@@ -171,7 +169,3 @@ def write_figures(tables: Mapping[str, str], out: Mapping[str, str]) -> None:
     figures.plot_planted(read["planted"], out["planted"])
     figures.plot_position_vs_demographic(read["position"], read["contrasts"], out["position"])
     figures.plot_tie_recognition(read["ties"], read["recognition"], out["ties_recognition"])
-
-
-def output_paths(directory: str | Path, names: Sequence[str], suffix: str) -> dict[str, str]:
-    return {name: str(Path(directory) / f"decision_{name}{suffix}") for name in names}
