@@ -47,7 +47,7 @@ from cueaudit.inference.constrained import (  # noqa: E402
     blocked_tokens,
     mask_logits,
 )
-from cueaudit.inference.core import AnswerSpec, Decoding, Request, canonical_json  # noqa: E402
+from cueaudit.inference.core import AnswerSpec, Request, backend_decoding, canonical_json  # noqa: E402
 from cueaudit.inference.hf import HFEngine  # noqa: E402
 from cueaudit.models import prepare_model  # noqa: E402
 from tests.unit.test_constrained import RANKING, ranking_prompt  # noqa: E402
@@ -206,7 +206,7 @@ def batch_mask_us(grammars: Grammars, schema: str, rows: int, vocab: int) -> flo
 def end_to_end(
     engine: HFEngine, requests: list[Request], max_new_tokens: int
 ) -> tuple[dict[str, Any], float]:
-    decoding = Decoding(max_new_tokens=max_new_tokens)
+    decoding = backend_decoding(engine, {}, max_new_tokens)  # the model's own defaults
     out, seconds = timed(
         lambda: [(r, g) for batch in engine.generate(requests, decoding) for r, g in batch]
     )

@@ -37,7 +37,7 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from cueaudit.inference.core import Decoding, Request  # noqa: E402
+from cueaudit.inference.core import Request, backend_decoding  # noqa: E402
 from cueaudit.inference.hf import HFEngine  # noqa: E402
 from cueaudit.models import prepare_model  # noqa: E402
 from cueaudit.parsing import parse_answers  # noqa: E402
@@ -182,7 +182,8 @@ def run_engine(engine: HFEngine, prompts: pl.DataFrame, per_task: bool) -> tuple
             Request(u, t, 0, group=f"{c}\x1f{v}")
             for u, t, c, v in sub.select("prompt_uid", "text", "cue_type", "cue_value").rows()
         ]
-        decoding = Decoding(max_new_tokens=budget if per_task else 16)
+        # the model's own sampling defaults, as the workflow resolves them
+        decoding = backend_decoding(engine, {}, budget if per_task else 16)
         for batch in engine.generate(reqs, decoding):
             completions.update((r.uid, g.completion) for r, g in batch)
             p_yes.update((r.uid, g.p_yes) for r, g in batch)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+import sys
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"{error.message} (allowed: {', '.join(sorted(error.schema.get('properties', {})))})"
     if error.validator == "pattern" and "description" in error.schema:
         return f"{error.instance!r} is not valid (expected {error.schema['description']})"
+    if error.validator == "oneOf" and "description" in error.schema:
+        return f"expected {error.schema['description']}"
     return error.message
 
 
@@ -131,6 +134,40 @@ def check_config_files(paths: Iterable[str | Path]) -> None:
             load_config_file(path)
 
 
+#: The top-level keys of a complete study config (``cues`` is required by the schema too).
+COMPLETE_KEYS = ("cues", "models", "seeds")
+
+
+def is_complete_config(path: str | Path) -> bool:
+    """Whether a ``--configfile`` is a study config of its own (it holds cues, models and
+    seeds, like config/paper.yaml) rather than an override of config/config.yaml: Snakemake
+    would merge it into the default, keeping the default's models, tasks and studies."""
+    loaded = load_config_file(path) if Path(path).is_file() else None
+    return isinstance(loaded, Mapping) and all(key in loaded for key in COMPLETE_KEYS)
+
+
+def stop_on_bad_configfiles(argv: Sequence[str]) -> None:
+    """Exit with the message of the first ``--configfile`` on Snakemake's command line
+    ``argv`` that cannot be read (see ``load_config_file``).
+
+    Snakemake loads these files while it parses its command line, before it reads the
+    Snakefile, and reports a syntax error without the file or the line (a missing file or a
+    folder with a traceback), so the workflow profile (profiles/default) calls this first.
+    Anything that is not a Snakemake command line is left for Snakemake to report.
+    """
+    try:
+        from snakemake.cli import get_argument_parser
+
+        configfiles = get_argument_parser().parse_args(list(argv)).configfile
+    except (Exception, SystemExit):
+        return
+    try:
+        for path in configfiles:
+            load_config_file(path)
+    except InputError as error:
+        sys.exit(f"Error: {error}")
+
+
 def _syntax_error(error: yaml.MarkedYAMLError) -> str:
     mark = error.problem_mark or error.context_mark
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -181,6 +218,37 @@ def validate_config(config: MutableMapping[str, Any], schema_path: str | Path) -
 STUDIES = ("probing", "decision")
 
 
+def seeds_of(config: Mapping[str, Any], model: str) -> list[int]:
+    """The seeds ``model`` runs: ``models.<model>.seeds``, else the top-level ``seeds``."""
+    return list(config["models"][model].get("seeds") or config["seeds"])
+
+
+def race_prediction_runs(config: Mapping[str, Any]) -> dict[str, list[int]]:
+    """Model -> seeds of the race-prediction task: ``probing.race_prediction.models``
+    (default: all) with each model's seeds, restricted to ``probing.race_prediction.seeds``
+    when given. Empty when the task is off."""
+    spec = config["probing"].get("race_prediction") or {}
+    if not spec.get("enabled"):
+        return {}
+    only = spec.get("seeds")
+    runs = {}
+    for model in spec.get("models") or list(config["models"]):
+        runs[model] = [s for s in seeds_of(config, model) if only is None or s in only]
+    return runs
+
+
+def regression_seeds(config: Mapping[str, Any]) -> dict[str, int]:
+    """Model -> the one seed whose responses enter Tables 5-7 (one response per prompt, as
+    the paper): ``probing.analysis.regression_seed``, else each model's first race-prediction
+    seed."""
+    chosen = (config["probing"].get("analysis") or {}).get("regression_seed")
+    return {
+        model: seeds[0] if chosen is None else chosen
+        for model, seeds in race_prediction_runs(config).items()
+        if seeds
+    }
+
+
 #: The probing study's derived task: its prompts are results/prompts/race_prediction.parquet.
 RACE_PREDICTION = "race_prediction"
 
@@ -217,6 +285,41 @@ def _probing_problems(config: Mapping[str, Any]) -> Iterator[str]:
             )
     if "names" not in config["cues"]:
         yield "config key cues.names: required by the probing study (the name cues)"
+    yield from _race_prediction_problems(config)
+
+
+def _race_prediction_problems(config: Mapping[str, Any]) -> Iterator[str]:
+    spec = config["probing"]["race_prediction"]
+    models = config["models"]
+    unknown = [model for model in spec.get("models") or [] if model not in models]
+    if unknown:
+        yield (
+            f"config key probing.race_prediction.models: unknown models "
+            f"{', '.join(map(repr, unknown))} (models has: {', '.join(models)})"
+        )
+        return
+    if not spec["enabled"]:
+        return
+    runs = race_prediction_runs(config)
+    for seed in spec.get("seeds") or []:
+        if not any(seed in seeds_of(config, model) for model in runs):
+            yield (
+                f"config key probing.race_prediction.seeds: seed {seed} is not a seed of any "
+                f"race-prediction model ({', '.join(runs)})"
+            )
+    for model, seeds in runs.items():
+        if not seeds:
+            yield (
+                f"config key probing.race_prediction.seeds: model {model!r} runs none of them "
+                f"(its seeds: {seeds_of(config, model)})"
+            )
+    chosen = config["probing"]["analysis"].get("regression_seed")
+    for model, seeds in runs.items():
+        if chosen is not None and seeds and chosen not in seeds:
+            yield (
+                f"config key probing.analysis.regression_seed: {chosen} has no race predictions "
+                f"of model {model!r} (its race-prediction seeds: {seeds})"
+            )
 
 
 def _decision_problems(config: Mapping[str, Any]) -> Iterator[str]:
@@ -254,7 +357,13 @@ def check_input_files(config: Mapping[str, Any], base_dir: str | Path = ".") -> 
 
 def _resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     for task, spec in (config.get("probing") or {}).get("tasks", {}).items():
-        yield f"probing.tasks.{task}.base_prompts", spec["base_prompts"]
+        if "base_prompts" in spec:
+            yield f"probing.tasks.{task}.base_prompts", spec["base_prompts"]
+        augment = spec.get("augment") or {}
+        if "templates" in augment:
+            yield f"probing.tasks.{task}.augment.templates", augment["templates"]
+        for name, path in (augment.get("components") or {}).items():
+            yield f"probing.tasks.{task}.augment.components.{name}", path
     decision = config.get("decision") or {}
     for key in ("profiles", "name_pairs", "hobbies", "neighbourhoods", "demographic_terms"):
         if key in decision:

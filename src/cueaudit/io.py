@@ -138,6 +138,24 @@ def atomic_path(path: str | Path, root: str | Path | None = None) -> Iterator[Pa
         tmp.unlink(missing_ok=True)
 
 
+@contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """A staging folder ``<path>.partial`` that replaces ``path`` when the block succeeds and
+    is removed when it fails (and, after a killed attempt, when the next one starts), so a
+    failure never leaves a partial folder under the final name."""
+    out = Path(path)
+    stage = out.with_name(out.name + ".partial")
+    shutil.rmtree(stage, ignore_errors=True)  # left by a killed earlier attempt
+    stage.mkdir(parents=True)
+    try:
+        yield stage
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    shutil.rmtree(out, ignore_errors=True)
+    stage.rename(out)
+
+
 def write_atomic(
     path: str | Path, write: Callable[[Path], object], root: str | Path | None = None
 ) -> None:

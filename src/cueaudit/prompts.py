@@ -8,6 +8,8 @@ parsing read nothing else, so they never need to know which study wrote the tabl
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Final
 
 import polars as pl
@@ -16,12 +18,36 @@ from cueaudit.errors import InputError
 
 #: Columns inference reads from any prompt table.
 INFERENCE_COLUMNS: Final = ("prompt_uid", "text")
+#: A prompt table holds each prompt's ``text`` or, normalised for tables of millions of rows,
+#: its two parts: ``prefix`` (the cue with its trailing separator, "" when none) and ``body``,
+#: both Categorical so each distinct part is stored once. The text is ``prefix + body``.
+TEXT_PARTS: Final = ("prefix", "body")
 
 
 def stable_uid(*parts: str | None) -> str:
     """A 20-hex-digit id hashed from ``parts`` (None counts as the empty string)."""
     joined = "\x1f".join(part or "" for part in parts)
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:20]
+
+
+def text_expr(columns: Iterable[str]) -> pl.Expr:
+    """The expression of each prompt's text in a prompt table with ``columns``."""
+    columns = set(columns)
+    if "text" in columns:
+        return pl.col("text")
+    if set(TEXT_PARTS) <= columns:
+        parts = [pl.col(c).cast(pl.String) for c in TEXT_PARTS]
+        return pl.concat_str(parts).alias("text")
+    raise InputError(
+        "prompt table", f"no text column and no {' + '.join(TEXT_PARTS)} parts", "text"
+    )
+
+
+def scan_prompts(path: str | Path) -> pl.LazyFrame:
+    """A prompt table with its ``text`` column, assembled lazily from the parts when the table
+    is normalised (select and filter before collecting so only those rows are assembled)."""
+    frame = pl.scan_parquet(path)
+    return frame.with_columns(text=text_expr(frame.collect_schema().names()))
 
 
 def shard_of(uids: pl.Series, n_shards: int) -> pl.Series:

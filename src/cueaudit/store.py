@@ -19,6 +19,7 @@ import duckdb
 import polars as pl
 
 from cueaudit.io import atomic_path
+from cueaudit.prompts import TEXT_PARTS
 
 Paths = Sequence[str | Path]
 #: Creates a study's views on a connection whose ``prompts`` and ``outcomes`` exist.
@@ -26,6 +27,8 @@ ViewBuilder = Callable[[duckdb.DuckDBPyConnection], None]
 
 #: Tables :func:`build_database` writes itself; ``tables`` may not use these names.
 SHARED_TABLES: Final = ("prompts", "responses", "outcomes", "parse_rates", "provenance")
+#: The table of normalised prompt rows (prefix and body, no text) behind the ``prompts`` view.
+PROMPT_PARTS: Final = "prompt_parts"
 
 
 def _literal(value: object) -> str:
@@ -54,6 +57,19 @@ def relation_columns(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
     return list(con.sql(f"SELECT * FROM {name} LIMIT 0").columns)
 
 
+def _with_text(con: duckdb.DuckDBPyConnection, relation: str) -> str:
+    """``SELECT`` of ``relation`` with a ``text`` column: assembled from the normalised parts
+    (``prefix || body``, :data:`cueaudit.prompts.TEXT_PARTS`) where the rows have them, so
+    the texts are computed only when a query reads them."""
+    columns = set(con.sql(f"SELECT * FROM {relation} LIMIT 0").columns)
+    if not set(TEXT_PARTS) <= columns:
+        return f"SELECT * FROM {relation}"
+    parts = " || ".join(map(_ident, TEXT_PARTS))
+    if "text" in columns:  # normalised and text tables stacked
+        return f"SELECT * REPLACE (coalesce(text, {parts}) AS text) FROM {relation}"
+    return f"SELECT *, {parts} AS text FROM {relation}"
+
+
 def register_inputs(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -62,10 +78,14 @@ def register_inputs(
     responses: Paths = (),
 ) -> None:
     """Views ``prompts`` and ``outcomes`` (and ``responses`` when given) over parquet files,
-    read by column name so that files with extra columns stack."""
+    read by column name so that files with extra columns stack; ``prompts`` has a ``text``
+    column also over normalised prompt tables."""
     for name, paths in (("prompts", prompts), ("outcomes", outcomes), ("responses", responses)):
         if paths:
-            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {_files(paths)}")
+            select = _with_text(con, _files(paths)) if name == "prompts" else None
+            con.execute(
+                f"CREATE OR REPLACE VIEW {name} AS {select or f'SELECT * FROM {_files(paths)}'}"
+            )
 
 
 def connect(
@@ -276,12 +296,13 @@ def build_database(
     """Write the DuckDB file: the tables of :data:`SHARED_TABLES` (``parse_rates`` as
     :func:`parse_rates` for each of ``parse_rate_groups``, one per study, stacked by column
     name; ``provenance`` as :func:`provenance_table`), the analysis ``tables`` (parquet or
-    CSV, by table name) and then the study ``views``.
+    CSV, by table name) and then the study ``views``. Normalised prompt tables are stored as
+    the table :data:`PROMPT_PARTS`, and ``prompts`` is a view over it with the ``text``.
 
     The file is built under a temporary name and renamed, so a failure leaves no partial
     database behind.
     """
-    clash = sorted(set(tables or {}) & set(SHARED_TABLES))
+    clash = sorted(set(tables or {}) & {*SHARED_TABLES, PROMPT_PARTS})
     if clash:
         raise ValueError(f"analysis tables may not replace the shared tables: {clash}")
     with atomic_path(db_path) as tmp:
@@ -294,6 +315,11 @@ def build_database(
                 ("outcomes", outcomes),
             ):
                 con.execute(f"CREATE TABLE {name} AS SELECT * FROM {_files(paths)}")
+            if set(TEXT_PARTS) <= set(relation_columns(con, "prompts")):
+                # Normalised prompts are stored as their parts (millions of texts would be
+                # gigabytes); the ``prompts`` view assembles each text when it is read.
+                con.execute(f"ALTER TABLE prompts RENAME TO {PROMPT_PARTS}")
+                con.execute(f"CREATE VIEW prompts AS {_with_text(con, PROMPT_PARTS)}")
             rates = _all_parse_rates_sql(con, parse_rate_groups)
             con.execute(f"CREATE TABLE parse_rates AS {rates}")
             with _settings(con, provenance) as settings:

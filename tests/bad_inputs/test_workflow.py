@@ -1,8 +1,12 @@
 """Bad inputs through the workflow (``snakemake --dry-run``): the exit code, the library's
 message on the console, and ``results/`` left as it was.
 
-Cases (2): a decision design setting the library rejects while the workflow is parsed, and a
-configured resource file that does not exist (config cases: tests/e2e/test_config_errors.py).
+Cases (8): a decision design setting the library rejects while the workflow is parsed, a
+configured resource file that does not exist, and six ``--configfile`` files Snakemake would
+report without the file and line, with a traceback, or not at all (a YAML syntax error, a tab,
+a Python tag, an empty file, a missing file, a folder). Snakemake loads ``--configfile`` files
+while it parses its command line, before the Snakefile; the workflow profile reads them first
+(cueaudit.config.stop_on_bad_configfiles). Other config cases: tests/e2e/test_config_errors.py.
 """
 
 from __future__ import annotations
@@ -53,4 +57,62 @@ def test_bad_input_stops_the_dry_run(
     result = run_snakemake(tmp_path, "--dry-run", check=False)
     assert result.returncode == 1
     assert message.format(workdir=tmp_path) in result.stdout + result.stderr
+    assert snapshot(results) == before
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(
+            "probing:\n  analysis:\n    seeds: [0, 1\n    bootstrap_replicates: 300\n",
+            "{extra}: YAML syntax error at line 4, column 25: while parsing a flow sequence; "
+            "expected ',' or ']', but got ':'",
+            id="configfile-yaml-syntax-error",
+        ),
+        pytest.param(
+            "probing:\n\tanalysis: {}\n",
+            "{extra}: YAML syntax error at line 2, column 1: while scanning for the next token; "
+            "found character '\\t' that cannot start any token",
+            id="configfile-tab-indentation",
+        ),
+        pytest.param(
+            # Snakemake's loader builds a tuple from this; the config's own loader refuses it.
+            "seeds: !!python/tuple [0, 1]\n",
+            "{extra}: YAML syntax error at line 1, column 8: could not determine a constructor "
+            "for the tag 'tag:yaml.org,2002:python/tuple'",
+            id="configfile-python-tag",
+        ),
+        pytest.param(
+            "",
+            "{extra}: the file is empty (it must hold the config's keys)",
+            id="configfile-empty",
+        ),
+        pytest.param(
+            None,
+            "{extra}: cannot read the config file: [Errno 2] No such file or directory: '{extra}'",
+            id="configfile-missing",
+        ),
+        pytest.param(
+            "folder",
+            "{extra}: cannot read the config file: [Errno 21] Is a directory: '{extra}'",
+            id="configfile-folder",
+        ),
+    ],
+)
+def test_a_bad_configfile_is_named_with_its_line(
+    tmp_path: Path, run_snakemake: SnakemakeRunner, content: str | None, message: str
+) -> None:
+    write_config(tmp_path, decision_config())
+    extra = tmp_path / "extra.yaml"
+    if content == "folder":
+        extra.mkdir()
+    elif content is not None:
+        extra.write_text(content, encoding="utf-8")
+    results = seeded_results(tmp_path)
+    before = snapshot(results)
+    result = run_snakemake(tmp_path, "--dry-run", "--configfile", str(extra), check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1
+    assert f"Error: {message.format(extra=extra)}\n" in output, output[-2000:]
+    assert "Traceback" not in output
     assert snapshot(results) == before

@@ -7,6 +7,7 @@ client's timeout (the default is 30 s): a stall must only ever end as a client t
 ``completed`` counts 200 answers per request body, to check that every prompt completes
 exactly once. While the upstream is down (a restart), the proxy answers 502 (counted as
 ``faults["upstream_down"]``); :meth:`FaultProxy.redirect` points it at a restarted upstream.
+``stall_matching`` stalls the first request whose body contains it, whatever the draw.
 
 :class:`CannedServer` answers every request with one fixed status and body (the API-fault
 cases of the bad-input battery).
@@ -35,10 +36,12 @@ class FaultProxy:
         stall_s: float = 30.0,
         retry_after: str = "0.05",
         seed: int = 0,
+        stall_matching: bytes | None = None,
     ) -> None:
         self.upstream = urlsplit(upstream)
         self.p429, self.p500, self.pstall = p429, p500, pstall
         self.stall_s, self.retry_after = stall_s, retry_after
+        self.stall_matching = stall_matching
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
         self.faults: Counter[str] = Counter()
@@ -57,23 +60,30 @@ class FaultProxy:
                 proxy.headers_seen.append({"authorization": self.headers.get("authorization", "")})
                 with proxy.lock:
                     draw = proxy.rng.random()
-                if draw < proxy.p429:
-                    with proxy.lock:
-                        proxy.faults["429"] += 1
+                    if proxy.stall_matching is not None and proxy.stall_matching in body:
+                        proxy.stall_matching = None
+                        fault = "stall"
+                    elif draw < proxy.p429:
+                        fault = "429"
+                    elif draw < proxy.p429 + proxy.p500:
+                        fault = "500"
+                    elif draw < proxy.p429 + proxy.p500 + proxy.pstall:
+                        fault = "stall"
+                    else:
+                        fault = ""
+                    if fault:
+                        proxy.faults[fault] += 1
+                if fault == "429":
                     self._reply(
                         429,
                         b'{"error": {"message": "rate limited"}}',
                         {"Retry-After": proxy.retry_after},
                     )
                     return
-                if draw < proxy.p429 + proxy.p500:
-                    with proxy.lock:
-                        proxy.faults["500"] += 1
+                if fault == "500":
                     self._reply(500, b'{"error": {"message": "server error"}}')
                     return
-                if draw < proxy.p429 + proxy.p500 + proxy.pstall:
-                    with proxy.lock:
-                        proxy.faults["stall"] += 1
+                if fault == "stall":
                     time.sleep(proxy.stall_s)
                     self.close_connection = True
                     return

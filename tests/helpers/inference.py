@@ -63,7 +63,9 @@ def prompt_table(n_names: int = 6, bases: list[str] | None = None) -> pl.DataFra
                     "text": template.replace("{p}", base),
                 }
             )
-    return pl.DataFrame(rows, schema=PROMPT_SCHEMA)
+    # a table with a text column (the normalised prefix + body of the probing tables aside)
+    schema = {k: v for k, v in PROMPT_SCHEMA.items() if k not in ("prefix", "body")}
+    return pl.DataFrame(rows, schema={**schema, "text": pl.String})
 
 
 class CountingBackend:

@@ -136,7 +136,7 @@ from cueaudit.inference.runner import run_shard
 from tests.helpers.inference import CountingBackend
 run_shard(prompts_path={prompts!r}, shard=0, n_shards=1, model_dir={tmp!r}, model_name="m",
           model_spec={{"backend": "hf"}}, task="healthcare", seed=0,
-          decoding={{"temperature": 1.0}}, max_new_tokens=8, out_path={out!r},
+          decoding={decoding!r}, max_new_tokens=8, out_path={out!r},
           cache_dir={cache!r}, backend=CountingBackend(delay={delay}, batch=2), flush_rows=2)
 """
 
@@ -153,6 +153,7 @@ def test_killed_job_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
         out=str(tmp_path / "out.parquet"),
         cache=str(tmp_path / "cache"),
         delay=0.3,
+        decoding=DECODING,  # the resumed run's: the same key
     )
     process = subprocess.Popen([sys.executable, "-c", script])
     deadline = time.time() + 60

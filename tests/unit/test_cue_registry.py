@@ -86,7 +86,7 @@ def test_a_registered_cue_type_expands_with_no_other_change(occupation: CueType)
     assert prompts["prompt_uid"].n_unique() == prompts.height
     nurse = prompts.filter(pl.col("cue_value") == "a nurse").sort("base_id").row(0, named=True)
     base = BASE["text"][0]
-    assert nurse["text"] == f"[MEMORY: User works as a nurse]\nUSER: {base}"
+    assert nurse["prefix"] + nurse["body"] == f"[MEMORY: User works as a nurse]\nUSER: {base}"
     assert (nurse["cue_type"], nurse["cue_source"]) == ("occupation", "bls")
     assert (nurse["race"], nurse["gender"]) == ("Black", "female")
     assert nurse["fk_grade"] == readability.fk_grade(["[MEMORY: User works as a nurse]\nUSER:",
@@ -171,8 +171,11 @@ def test_a_study_can_reword_a_template_without_changing_prompt_ids() -> None:
     explicit = explicit_descriptors(["race_gender"]).head(1)
     mine = expand_prompts(BASE, cue_variants(None, explicit, registry=reworded), "h")
     paper = expand_prompts(BASE, cue_variants(None, explicit), "h")
-    assert mine["text"][2] == f"I am a Black male. {BASE['text'][0]}"
-    assert paper["text"][2] == f"[MEMORY: User is a Black male]\nUSER: {BASE['text'][0]}"
+    assert mine["prefix"][2] + mine["body"][2] == f"I am a Black male. {BASE['text'][0]}"
+    assert (
+        paper["prefix"][2] + paper["body"][2]
+        == f"[MEMORY: User is a Black male]\nUSER: {BASE['text'][0]}"
+    )
     assert mine["prompt_uid"].to_list() == paper["prompt_uid"].to_list()
 
 

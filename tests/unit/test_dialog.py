@@ -14,6 +14,7 @@ from cueaudit.cues.dialog.clusters import (
     cluster_counts,
     run_dialog_clusters,
 )
+from cueaudit.cues.dialog.common import dialog_frame
 from cueaudit.cues.dialog.prism import load_prism
 from cueaudit.errors import InputError
 
@@ -47,14 +48,15 @@ def test_prism_filters_and_chosen_path() -> None:
 
 def test_cad_filters_resolves_labels_and_groups() -> None:
     dialogs = load_cad(CAD)
-    assert dialogs.height == 12  # 11 pre-generated + 1 user-initiated; 5 excluded rows
+    assert dialogs.height == 16  # 15 pre-generated + 1 user-initiated; 5 excluded rows
     assert set(dialogs["race"]) == {"Black", "White"}
     first = dialogs.filter(pl.col("dialog_id") == "100230").row(0, named=True)
     # first turn "response_a", second turn "Response B"
     assert first["prefix"].endswith("MODEL: Make a list.")
     assert "MODEL: Yes, absolutely." in first["prefix"]
     assert dialogs.filter(pl.col("cluster_key").is_null()).height == 1
-    assert dialogs["cluster_key"].drop_nulls().n_unique() == 3
+    # 4 shared first turns; two of them are answered in 1 and in 2 turns: 6 (first turn, turns)
+    assert dialogs["cluster_key"].drop_nulls().n_unique() == 6
     assert [preferred_letter(x) for x in ("response_a", "A", "Response C", "d", "x")] == [
         "a",
         "a",
@@ -66,7 +68,47 @@ def test_cad_filters_resolves_labels_and_groups() -> None:
 
 def test_cad_accepts_the_three_file_names(tmp_path: Path) -> None:
     shutil.copy(CAD, tmp_path / "filtered_community_alignment.csv")
-    assert load_cad(tmp_path).height == 12
+    assert load_cad(tmp_path).height == 16
+
+
+RUNNING = "What is a good way to start running as a beginner?"
+
+
+def test_cad_clusters_match_on_the_number_of_turns() -> None:
+    """Appendix A.3: a shared first turn answered in 1 turn by some groups and in 2 by the
+    others forms no cluster; every cluster holds dialogs of one length."""
+    dialogs = load_cad(CAD)
+    running = dialogs.filter(pl.col("prefix").str.starts_with(f"USER: {RUNNING}\n"))
+    # all four groups share this first turn (a first-turn-only key would make a cluster) ...
+    assert sorted(running.select("race", "gender").rows()) == sorted(GROUPS)
+    assert sorted(running["n_turns"]) == [1, 1, 2, 2]
+    clusters = build_clusters(dialogs, None, seed=0)
+    # ... but the men's dialogs have 2 turns and the women's 1: it is not clustered
+    assert not set(running["dialog_id"]) & set(clusters["dialog_id"])
+    lengths = clusters.group_by("cluster_id").agg(pl.col("n_turns").unique())["n_turns"]
+    assert sorted(lengths.to_list()) == [[1], [2]]
+
+
+def test_clusters_never_mix_turn_counts_whatever_the_key() -> None:
+    """build_clusters matches on n_turns even for a source whose key leaves the turns out."""
+    rows = [
+        {
+            "source": "x",
+            "dialog_id": f"d{i}",
+            "annotator_id": f"a{i}",
+            "race": race,
+            "gender": gender,
+            "n_turns": turns,
+            "cluster_key": "same-first-turn",
+            "prefix": f"USER: q{i}",
+        }
+        for i, ((race, gender), turns) in enumerate(
+            [(g, 1) for g in GROUPS] + [(g, 2) for g in GROUPS[:3]] + [(GROUPS[3], 3)]
+        )
+    ]
+    clusters = build_clusters(dialog_frame(rows), None, seed=0)
+    assert clusters["cluster_id"].n_unique() == 1
+    assert sorted(clusters["dialog_id"]) == ["d0", "d1", "d2", "d3"]
 
 
 def test_clusters_have_one_dialog_per_group_and_are_seed_stable() -> None:
@@ -100,7 +142,7 @@ def test_cluster_counts_and_rule(tmp_path: Path) -> None:
         counts_path=tmp_path / "c.csv",
     )
     row = counts.row(0, named=True)
-    assert (row["dialogs"], row["candidate_clusters"], row["sampled_clusters"]) == (12, 2, 2)
+    assert (row["dialogs"], row["candidate_clusters"], row["sampled_clusters"]) == (16, 2, 2)
     assert pl.read_parquet(tmp_path / "c.parquet").height == 8
     prism = load_prism(SURVEY, CONVS)
     assert cluster_counts(prism, build_clusters(prism, None, 0), 0)["candidate_clusters"][0] == 3

@@ -12,7 +12,7 @@ from cueaudit.probing.expansion import (
     expected_prompt_count,
     prompt_uid,
 )
-from cueaudit.prompts import shard_of
+from cueaudit.prompts import shard_of, text_expr
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME_LISTS = [ROOT / f"resources/names/{s}.csv" for s in ("rosenman", "elder_hayes", "tzioumis")]
@@ -60,6 +60,7 @@ def test_cue_text_follows_the_paper_format() -> None:
     prompts = expand_prompts(
         BASE.head(1), cue_variants(NAMES.head(1), explicit_descriptors(["race_gender"])), "h"
     )
+    prompts = prompts.with_columns(text=text_expr(prompts.columns))
     by_value = {row["cue_value"]: row for row in prompts.iter_rows(named=True)}
     base = BASE["text"][0]
     assert by_value[None]["text"] == base
@@ -160,6 +161,7 @@ def test_every_cue_type_expands_with_its_metadata() -> None:
     translations = BASE.select("base_id", text=pl.lit("I done had it."))
     cues = cue_variants(NAMES, explicit_descriptors(["race"]), dialect="rule_based", dialog=dialog)
     prompts = expand_prompts(BASE, cues, "healthcare", translations)
+    prompts = prompts.with_columns(text=text_expr(prompts.columns))
     assert prompts.height == expected_prompt_count(3, 4, 5, 1, 1)
     assert prompts["prompt_uid"].n_unique() == prompts.height
     aave = prompts.filter(pl.col("cue") == "dialect_aave")

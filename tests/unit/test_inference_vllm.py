@@ -44,7 +44,8 @@ class Logprob:
 
 def test_requests_carry_per_prompt_seeds_and_task_budget() -> None:
     reqs = [Request("u1", "a", 0), Request("u2", "b", 0), Request("u1", "a", 1)]
-    built = build_requests(((r, [ord(r.text)]) for r in reqs), Decoding(max_new_tokens=8))
+    decoding = Decoding(top_k=50, max_new_tokens=8)
+    built = build_requests(((r, [ord(r.text)]) for r in reqs), decoding)
     assert [b.prompt_token_ids for b in built] == [[97], [98], [97]]
     first = built[0].sampling
     assert first["max_tokens"] == 8 and first["temperature"] == 1.0 and first["top_k"] == 50

@@ -35,7 +35,7 @@ from cueaudit.inference.openai_protocol import (
 )
 from cueaudit.inference.runner import run_shard
 from cueaudit.io import setup_logging
-from tests.helpers.fault_proxy import FaultProxy
+from tests.helpers.fault_proxy import CannedServer, FaultProxy
 from tests.helpers.inference import (
     BASES,
     llama_server,
@@ -282,12 +282,10 @@ def healthy_timeout(
     return max(5.0, 10 * median * concurrency), median
 
 
-#: Requests of the fault-injection run. The issue asks for 1,000; on this project's 2-core
-#: machine, fully loaded, the run does 1.3 requests a second: llama.cpp itself answers
-#: in ~0.3 s, but each stalled request holds its chunk (``4 * concurrency`` requests) until
-#: the client timeout (10x the measured latency), so 1,000 would take 13 minutes. The run
-#: uses the largest count that keeps the test near 5 minutes.
-FAULT_REQUESTS = 350
+#: Requests of the fault-injection run (the issue's size). Each stall holds only its own slot
+#: until the client timeout, so the run takes about the server's time plus (stalls x timeout) /
+#: concurrency: 11 minutes on this project's 2-core machine, fully loaded.
+FAULT_REQUESTS = 1000
 #: Two tokens: an answer is generated, and the run measures the faults, not decoding.
 LOAD_DECODING = Decoding(max_new_tokens=2)
 
@@ -340,15 +338,59 @@ class Restarter:
             self.error = error
 
 
+ANSWER = (
+    b'{"id": "c1", "object": "chat.completion", "model": "m", "usage": '
+    b'{"prompt_tokens": 3, "completion_tokens": 1}, "choices": [{"index": 0, '
+    b'"finish_reason": "stop", "message": {"role": "assistant", "content": "Yes"}}]}'
+)
+
+
+def test_a_stalled_request_holds_only_its_own_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUEAUDIT_TEST_KEY", SECRET)
+    todo = [Request(f"p{i:02d}", f"Prompt {i:02d}.", 0, cache_key=str(i)) for i in range(40)]
+    with (
+        CannedServer(200, ANSWER) as server,
+        FaultProxy(server.url, stall_matching=b"Prompt 00.", stall_s=120) as proxy,
+    ):
+        backend = OpenAIBackend(settings(proxy.url, concurrency=2, timeout_s=5))
+        backend.batch_seconds = 0.2
+        batches = [[r.uid for r, _ in b] for b in backend.generate(todo, DECODING)]
+    # The other 39 went through the second slot while the first waited for its timeout, and
+    # were handed back in batches of at most 4 per slot before it was retried and answered.
+    assert batches[-1] == ["p00"] and max(len(b) for b in batches) <= 8
+    assert sorted(u for b in batches for u in b) == [r.uid for r in todo]
+    assert proxy.faults == {"stall": 1} and server.hits == 40
+    assert backend.stats == {"requests": 41, "retries": 1, "succeeded": 40}
+
+
+def test_stopping_early_stops_sending(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUEAUDIT_TEST_KEY", SECRET)
+    todo = [Request(f"p{i:03d}", f"Prompt {i}.", 0, cache_key=str(i)) for i in range(500)]
+    with CannedServer(200, ANSWER) as server:
+        backend = OpenAIBackend(settings(server.url, concurrency=2))
+        answers = backend.generate(todo, DECODING)
+        first = next(answers)
+        answers.close()
+        sent = server.hits
+        time.sleep(0.5)
+        assert server.hits == sent < len(todo)
+    assert 0 < len({r.uid for r, _ in first}) == len(first) <= 8
+    assert not any(t.name == "openai-sender" for t in threading.enumerate())
+
+
 @needs_server
 @pytest.mark.usefixtures("busy_cpu")
 def test_every_request_completes_once_under_faults_and_a_restart(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    record_testsuite_property: Any,
 ) -> None:
     monkeypatch.setenv("CUEAUDIT_TEST_KEY", SECRET)
     started = time.monotonic()
     todo = load_requests(FAULT_REQUESTS)
-    concurrency = 2
+    # The server answers one request at a time: four slots keep it busy while some stall.
+    concurrency = 4
     process, url = start_llama_server(tmp_path / "server.log")
     # 20% 429 or 500, 5% stalls; the server is killed and started again halfway.
     proxy = FaultProxy(url, p429=0.1, p500=0.1, pstall=0.05, seed=14)
@@ -373,6 +415,18 @@ def test_every_request_completes_once_under_faults_and_a_restart(
         restarter.process.kill()
         restarter.process.wait()
     load = os.getloadavg()
+    numbers = {
+        "requests": len(todo),
+        "seconds": round(run_s, 1),
+        "median_latency_s": round(median, 3),
+        "timeout_s": round(timeout, 1),
+        "faults": dict(proxy.faults),
+        **backend.stats,
+        "restart_s": round(restarter.seconds or 0, 1),
+        "load_average": [round(x, 2) for x in load],
+    }
+    for key, value in numbers.items():
+        record_testsuite_property(f"fault_injection_{key}", value)
     with capsys.disabled():
         print(
             f"\nfault injection: {len(todo)} requests in {run_s:.0f} s "

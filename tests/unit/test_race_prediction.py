@@ -12,6 +12,7 @@ from cueaudit.probing.race_prediction import (
     race_prediction_prompts,
     race_prediction_uid,
 )
+from cueaudit.prompts import text_expr
 
 BASE = pl.DataFrame(
     {"base_id": ["h-1", "h-2"], "task": ["h"] * 2, "text": ["I have a cough.", "I feel sick."]}
@@ -30,6 +31,7 @@ def test_one_annotation_prompt_per_source_prompt(tmp_path: Path) -> None:
     assert table["prompt_uid"].n_unique() == table.height
     for col in ("base_id", "cue", "cue_type", "cue_source", "race", "gender", "cue_value"):
         assert table[col].to_list() == prompts[col].to_list()
+    table = table.with_columns(text=text_expr(table.columns))
     row = table.filter(pl.col("cue_value") == "Black").row(0, named=True)
     user_prompt = "[MEMORY: User is Black]\nUSER: I have a cough."
     assert row["text"] == INSTRUCTION.format(prompt=user_prompt)

@@ -14,6 +14,7 @@ from cueaudit.cues.explicit import explicit_descriptors
 from cueaudit.cues.names import load_name_lists
 from cueaudit.probing import readability
 from cueaudit.probing.expansion import cue_variants, expand_prompts
+from cueaudit.prompts import text_expr
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests/fixtures"
@@ -72,7 +73,8 @@ def test_fk_identity_on_every_prompt_of_the_test_design(textstat_fk) -> None:
         "dialog_cad",
         "dialog_prism",
     }
-    expected = [textstat_fk(t) for t in prompts["text"].to_list()]
+    texts = prompts.select(text_expr(prompts.columns))["text"]
+    expected = [textstat_fk(t) for t in texts.to_list()]
     assert prompts["fk_grade"].to_list() == expected  # bit-identical
     assert prompts.height == 3 * 4 * (1 + 600 + 23 + 1 + 4 * 5)
 

@@ -21,6 +21,7 @@ from cueaudit.probing.analysis.validity import (
     prompt_deviations,
 )
 
+PAIRS = ("cue_a", "group_a", "cue_b", "group_b")
 COLUMNS = [
     "model",
     "seed",
@@ -301,7 +302,7 @@ def test_fisher_average_matches_hand_computation() -> None:
             ("m1", "t", "dialog_cad", "White", "explicit", "White", None, 1),
         ]
     )
-    avg = fisher_average(corr)
+    avg = fisher_average(corr, weights="n_minus_3")
     assert avg.columns == [
         "task",
         "cue_a",
@@ -324,6 +325,38 @@ def test_fisher_average_matches_hand_computation() -> None:
     assert clipped["r"] < 1.0
     empty = got[("dialog_cad", "White", "explicit", "White")]
     assert (empty["r"], empty["n_models"], empty["n_min"]) == (None, 0, None)
+
+
+def test_fisher_average_is_unweighted_by_default_as_the_paper_reads() -> None:
+    """The default is tanh(mean(atanh r)) over models (unequal n do not weigh in); n - 3
+    weights are the option. Checked against numpy on correlations of unequal n."""
+    rng = np.random.default_rng(7)
+    pairs = [
+        ("explicit", "Black", "name_rosenman", "Black"),
+        ("explicit", "Black", "explicit", "White"),
+    ]
+    models = ["m1", "m2", "m3", "m4"]
+    rows, expected_equal, expected_weighted = [], {}, {}
+    for pair in pairs:
+        r = np.tanh(rng.normal(0.4, 0.4, len(models)))
+        n = rng.integers(5, 400, len(models))
+        rows += [("m" + str(i + 1), "t", *pair, float(r[i]), int(n[i])) for i in range(len(models))]
+        rows.append(("m5", "t", *pair, None, 2))  # no r: skipped by both
+        expected_equal[pair] = np.tanh(np.mean(np.arctanh(r)))
+        expected_weighted[pair] = np.tanh(np.average(np.arctanh(r), weights=n - 3))
+    corr = _pairs(rows)
+    default = fisher_average(corr)
+    equal = fisher_average(corr, weights="equal")
+    weighted = fisher_average(corr, weights="n_minus_3")
+    assert default.equals(equal)
+    for table, expected in ((equal, expected_equal), (weighted, expected_weighted)):
+        got = {tuple(row[:4]): row[4] for row in table.select(*PAIRS, "r").iter_rows()}
+        assert got == pytest.approx(expected, abs=1e-12)
+    assert default["n_models"].to_list() == [4, 4]
+    # with unequal n the two weightings give different averages
+    assert abs(equal["r"][0] - weighted["r"][0]) > 1e-3
+    with pytest.raises(InputError, match="fisher_weights"):
+        fisher_average(corr, weights="n")  # type: ignore[arg-type]
 
 
 def test_fisher_average_over_task_keeps_model() -> None:

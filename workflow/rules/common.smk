@@ -9,7 +9,8 @@ if LIBRARY_DIR in sys.path:
     sys.path.remove(LIBRARY_DIR)
 sys.path.insert(0, LIBRARY_DIR)
 
-from cueaudit.config import check_config_files, check_input_files, validate_config  # noqa: E402
+from cueaudit.config import check_config_files, check_input_files, is_complete_config  # noqa: E402
+from cueaudit.config import seeds_of, validate_config  # noqa: E402
 from cueaudit.cues import REGISTRY as CUE_TYPES  # noqa: E402
 from cueaudit.errors import InputError  # noqa: E402
 
@@ -30,7 +31,11 @@ CONFIGFILE = "config/config.yaml"
 stop_on_input_error(check_config_files, [CONFIGFILE, *workflow.overwrite_configfiles])
 
 
-configfile: CONFIGFILE
+# A --configfile with cues, models and seeds (config/paper.yaml) is a study of its own and
+# replaces config/config.yaml; one without them overrides the default's keys.
+if not any(map(is_complete_config, workflow.overwrite_configfiles)):
+
+    configfile: CONFIGFILE
 
 
 # Nothing below may read the config before it is validated: a missing key stops the run
@@ -42,7 +47,8 @@ stop_on_input_error(check_input_files, config)
 
 # Inference tasks of every study that runs: task -> {outcome, answer, max_new_tokens, shards,
 # and optionally requires: files that must exist before the task's first inference job;
-# models: the configured models that run it, when not all of them}.
+# models: the configured models that run it, when not all of them; seeds: the only seeds of
+# those models it runs}.
 # Each study's common.smk registers its own; the shared stages (inference, parsing, database)
 # read only this table, never a study's config block.
 INFERENCE_TASKS = {}
@@ -94,13 +100,36 @@ def model_names():
     return list(config["models"])
 
 
+def model_seeds(model):
+    """The seeds ``model`` runs: its own ``models.<model>.seeds``, else the top-level ``seeds``
+    (the single source of every model x seed expansion)."""
+    return seeds_of(config, model)
+
+
+def model_seed_pairs(models=None):
+    """(model, seed) of every run of ``models`` (default: all configured models)."""
+    return [(model, seed) for model in models or model_names() for seed in model_seeds(model)]
+
+
 def task_models(task):
     """The models that run ``task``: all configured ones unless the task names a subset."""
     return INFERENCE_TASKS[task].get("models") or model_names()
 
 
+def task_model_seeds(task):
+    """(model, seed) of every run of ``task``: its models' seeds, restricted to the task's
+    own ``seeds`` when it names some."""
+    only = INFERENCE_TASKS[task].get("seeds")
+    return [
+        (model, seed)
+        for model, seed in model_seed_pairs(task_models(task))
+        if only is None or seed in only
+    ]
+
+
 def model_spec(wildcards):
-    return config["models"][wildcards.model]
+    """A model's settings without its seeds (a new seed must not rerun the others' jobs)."""
+    return {k: v for k, v in config["models"][wildcards.model].items() if k != "seeds"}
 
 
 def inference_task(wildcards):
@@ -145,30 +174,29 @@ def all_prompt_tables(tasks=None):
     return expand("results/prompts/{task}.parquet", task=tasks or task_names())
 
 
+def model_seed_tasks(tasks=None):
+    """(model, seed, task) of every inference run of ``tasks`` (default: all tasks)."""
+    runs = {task: set(task_model_seeds(task)) for task in tasks or task_names()}
+    return [
+        (model, seed, task)
+        for model, seed in model_seed_pairs()
+        for task, pairs in runs.items()
+        if (model, seed) in pairs
+    ]
+
+
 def all_response_shards(tasks=None):
     return [
-        path
-        for model in model_names()
-        for seed in config["seeds"]
-        for task in tasks or task_names()
-        if model in task_models(task)
-        for path in expand(
-            "results/responses/{model}/seed{seed}/{task}/{shard}.parquet",
-            model=model,
-            seed=seed,
-            task=task,
-            shard=shard_ids(task),
-        )
+        f"results/responses/{model}/seed{seed}/{task}/{shard}.parquet"
+        for model, seed, task in model_seed_tasks(tasks)
+        for shard in shard_ids(task)
     ]
 
 
 def all_outcome_tables(tasks=None):
     return [
         f"results/outcomes/{model}/seed{seed}/{task}.parquet"
-        for model in model_names()
-        for seed in config["seeds"]
-        for task in tasks or task_names()
-        if model in task_models(task)
+        for model, seed, task in model_seed_tasks(tasks)
     ]
 
 

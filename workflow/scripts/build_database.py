@@ -8,7 +8,7 @@ from cueaudit.io import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
-from cueaudit.models import load_manifest  # noqa: E402
+from cueaudit.models import model_provenance  # noqa: E402
 from cueaudit.store import build_database  # noqa: E402
 
 params = snakemake.params
@@ -21,17 +21,10 @@ for study, spec in params.studies.items():
     views.extend(module.database_views(kinds, spec["view_settings"]))
     parse_rate_groups.append(dataclasses.replace(module.PARSE_RATES, tasks=tuple(spec["tasks"])))
 
-provenance = {}
-for folder in snakemake.input.models:
-    model = Path(folder).name
-    manifest = load_manifest(folder)
-    manifest.pop("resolved_path")  # where this machine keeps the weights, not what they are
-    provenance[model] = {
-        "model_id": manifest["model_id"],
-        "manifest": manifest,
-        "spec": params.models[model],
-        "decoding": params.decoding,
-    }
+provenance = {
+    Path(folder).name: model_provenance(folder, params.models[Path(folder).name], params.decoding)
+    for folder in snakemake.input.models
+}
 
 build_database(
     snakemake.output[0],

@@ -13,4 +13,8 @@ manifest = export_replication(
     responses=snakemake.input.responses,
     task_outcomes=snakemake.params.task_outcomes,
 )
-log.info("wrote %d files, %d rows", manifest.height, manifest["rows"].sum())
+for content, part in manifest.group_by("content", maintain_order=True):
+    log.info("%s: %d files, %d rows", content[0], part.height, part["rows"].sum())
+not_run = manifest.filter(manifest["content"] == "race_pred_not_run").height
+if not_run:
+    log.info("%d race-prediction files hold keys only (race prediction not run there)", not_run)

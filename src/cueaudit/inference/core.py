@@ -17,11 +17,14 @@ studies say what an answer is (options to score, a JSON schema, tools), backends
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 import polars as pl
+
+log = logging.getLogger(__name__)
 
 #: Columns a backend fills for each prompt, with their types.
 GENERATION_SCHEMA: Final = {
@@ -143,19 +146,95 @@ class AnswerSpec:
 PLAIN_TEXT: Final = AnswerSpec()
 
 
+#: Sampling parameters resolved per model: the ones vLLM's ``generation_config="auto"`` reads
+#: from a model's generation config (besides its token limit, which each task sets).
+SAMPLING_KEYS: Final = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+#: What of them the chat-completions API accepts; the others are never sent.
+API_SAMPLING_KEYS: Final = ("temperature", "top_p")
+_INTEGER_KEYS: Final = frozenset({"top_k"})
+
+
 @dataclass(frozen=True)
 class Decoding:
-    """Decoding parameters of one task (the paper: temperature 1, framework defaults)."""
+    """The decoding of one task as the backend applies it.
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 50
+    ``None`` means not applied: no top-k or nucleus filter, no min-p, no repetition penalty,
+    and for API backends a key not sent (the API's default). The values a run uses come from
+    :meth:`from_config`: the config's ``decoding`` block where it sets a key, else the model's
+    own generation config (the paper: temperature 1, framework defaults otherwise).
+    """
+
+    temperature: float | None = 1.0
+    top_p: float | None = None
+    top_k: int | None = None
     max_new_tokens: int = 16
+    min_p: float | None = None
+    repetition_penalty: float | None = None
 
     @classmethod
-    def from_config(cls, decoding: Mapping[str, Any], max_new_tokens: int) -> Decoding:
-        known = {k: decoding[k] for k in ("temperature", "top_p", "top_k") if k in decoding}
-        return cls(max_new_tokens=int(max_new_tokens), **known)
+    def from_config(
+        cls,
+        decoding: Mapping[str, Any],
+        max_new_tokens: int,
+        defaults: Mapping[str, Any] | None = None,
+        supported: Iterable[str] = SAMPLING_KEYS,
+    ) -> Decoding:
+        """Resolve the config's ``decoding`` block against the model's defaults.
+
+        A key the block sets (not null) wins; otherwise the model's value (``defaults``: its
+        generation config, :func:`cueaudit.models.sampling_defaults`; None for API models,
+        whose unset keys are left to the API). Keys the backend cannot apply (not in
+        ``supported``) are None, with a warning when the config set them.
+        """
+        supported = set(supported)
+        values: dict[str, Any] = {}
+        for key in SAMPLING_KEYS:
+            value = decoding.get(key)
+            if key not in supported:
+                if value is not None:
+                    log.warning("decoding.%s = %r is not applied by this backend", key, value)
+                value = None
+            elif value is None and defaults:
+                value = defaults.get(key)
+            if value is not None:
+                value = int(value) if key in _INTEGER_KEYS else float(value)
+            values[key] = value
+        return cls(max_new_tokens=int(max_new_tokens), **values)
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling parameters (everything but the token limit), as recorded in provenance."""
+        return {key: getattr(self, key) for key in SAMPLING_KEYS}
+
+    def cache_fields(self) -> dict[str, Any]:
+        """What of the decoding enters the response-cache key: the values actually applied.
+
+        Temperature, top-p, top-k and the token limit always enter, as they always did (so the
+        keys of answers sampled with the same values stay what they were); min-p and the
+        repetition penalty only when they change the sampling (min-p > 0, penalty != 1).
+        """
+        fields: dict[str, Any] = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "max_new_tokens": self.max_new_tokens,
+        }
+        if self.min_p:
+            fields["min_p"] = self.min_p
+        if self.repetition_penalty is not None and self.repetition_penalty != 1.0:
+            fields["repetition_penalty"] = self.repetition_penalty
+        return fields
+
+
+def backend_decoding(backend: Any, decoding: Mapping[str, Any], max_new_tokens: int) -> Decoding:
+    """The decoding a backend applies to a task: the config resolved against the backend's
+    ``sampling_defaults`` (a model's generation config; absent or None: none) and limited
+    to its ``sampling_keys`` (absent: all of :data:`SAMPLING_KEYS`)."""
+    return Decoding.from_config(
+        decoding,
+        max_new_tokens,
+        getattr(backend, "sampling_defaults", None),
+        getattr(backend, "sampling_keys", SAMPLING_KEYS),
+    )
 
 
 @dataclass(frozen=True)
@@ -215,7 +294,9 @@ class Backend(Protocol):
     ``scores_options`` says whether :meth:`score` works (local models); API backends return
     the scores they can read from top-logprobs within :meth:`generate` only.
     ``flush_every_batch`` asks the runner to write each batch to the cache at once (paid
-    answers).
+    answers). Optionally, ``sampling_defaults`` holds the model's own sampling parameters
+    (its generation config) and ``sampling_keys`` the parameters the backend can apply
+    (:func:`backend_decoding`).
     """
 
     name: str

@@ -15,7 +15,10 @@ How a shard is computed:
    out-of-memory error halves the budget and retries the batch.
 4. Decoding is a plain loop over the model's forward pass with the key/value cache. Each row
    draws its tokens from its own random stream (cueaudit.inference.sampling), so outputs do not
-   depend on the batch; rows that reach end of sequence leave the batch at once.
+   depend on the batch; rows that reach end of sequence leave the batch at once. The sampling
+   parameters are transformers' (temperature, top-k, top-p, min-p, repetition penalty, in
+   its order), resolved from the model's generation config unless the config sets them
+   (:attr:`HFEngine.sampling_defaults`, cueaudit.inference.core.Decoding.from_config).
 5. Option scores (``AnswerSpec.options``) come from the same prefill: a single-token form's
    log-probability from the first decoding step's logits, a multi-token form's by feeding its
    tokens on a copy of the row's cache before decoding goes on. :meth:`HFEngine.score` runs
@@ -56,10 +59,11 @@ from cueaudit.inference.sampling import (
     SAMPLER_VERSION,
     SamplingParams,
     filtered_probs,
+    penalise_repeats,
     sample_tokens,
 )
 from cueaudit.inference.seeding import prompt_uniforms
-from cueaudit.models import offline_hub
+from cueaudit.models import generation_defaults, offline_hub
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -234,6 +238,7 @@ class HFEngine:
         token_budget: int | str = "auto",
         max_batch_size: int = 64,
         prefix_min_tokens: int = 32,
+        sampling_defaults: Mapping[str, Any] | None = None,
     ) -> None:
         offline_hub()
         self.device = resolve_device(device)
@@ -242,6 +247,7 @@ class HFEngine:
         self.dtype, self.quantization = dtype, quantization
         self.max_batch_size = max_batch_size
         self.prefix_min_tokens = prefix_min_tokens
+        self._sampling_defaults = dict(sampling_defaults) if sampling_defaults else None
         torch_dtype: Any = "auto" if dtype == "auto" else getattr(torch, dtype)
         kwargs: dict[str, Any] = {"dtype": torch_dtype}
         if attn_implementation:
@@ -292,7 +298,16 @@ class HFEngine:
             token_budget=spec.get("token_budget", "auto"),
             max_batch_size=spec.get("batch_size", 64),
             prefix_min_tokens=spec.get("prefix_min_tokens", 32),
+            sampling_defaults=(manifest.get("generation_config") or {}).get("sampling"),
         )
+
+    @property
+    def sampling_defaults(self) -> dict[str, Any]:
+        """The model's own sampling parameters (its generation config, framework defaults
+        where it sets none), which the config's ``decoding`` block overrides key by key."""
+        if self._sampling_defaults is None:
+            self._sampling_defaults = generation_defaults(self.model_path)["sampling"]
+        return self._sampling_defaults
 
     @property
     def model(self) -> Any:
@@ -754,17 +769,29 @@ class HFEngine:
         n = len(rows)
         matchers = [self._matcher(row.request.answer) for row in rows]
         logits, cache, mask, next_pos = state.logits, state.cache, state.mask, state.next_pos
-        params = SamplingParams(decoding.temperature, decoding.top_p, decoding.top_k)
+        params = SamplingParams(
+            decoding.temperature,
+            decoding.top_p,
+            decoding.top_k,
+            decoding.min_p,
+            decoding.repetition_penalty,
+        )
         uniforms = torch.stack([row.uniforms for row in rows])
         active = list(range(n))
         tokens: list[list[int]] = [[] for _ in range(n)]
         stopped = [False] * n
         dev = self.device
+        seen = self._seen_tokens(rows, logits) if params.penalises_repeats else None
         for step in range(decoding.max_new_tokens):
             self.stats.decode_steps += 1
+            if seen is not None:
+                logits = penalise_repeats(logits, seen[active], params.repetition_penalty)
             mask_logits(logits, [matchers[i] for i in active])
             probs = filtered_probs(logits, params)
             drawn = sample_tokens(probs, uniforms[active, step].to(probs.device)).tolist()
+            if seen is not None:
+                at = seen.device
+                seen[torch.tensor(active, device=at), torch.tensor(drawn, device=at)] = True
             keep: list[int] = []
             for j, (i, token) in enumerate(zip(active, drawn, strict=True)):
                 tokens[i].append(token)
@@ -796,6 +823,14 @@ class HFEngine:
             cache = self._out_cache(out)
             logits = out.logits[:, -1, :].double()
         return tokens, stopped
+
+    @staticmethod
+    def _seen_tokens(rows: list[_Row], logits: torch.Tensor) -> torch.Tensor:
+        """[rows, vocab] mask of each row's prompt tokens, for the repetition penalty."""
+        seen = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
+        for i, row in enumerate(rows):
+            seen[i, torch.tensor(row.ids, device=logits.device)] = True
+        return seen
 
     def _result(
         self,

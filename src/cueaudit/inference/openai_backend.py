@@ -1,12 +1,13 @@
 """OpenAI-compatible chat completions (official ``openai`` client), online or through the Batch API.
 
-Online mode sends requests with bounded concurrency and retries 429, 5xx, timeouts and
-connection errors with exponential backoff and full jitter, honouring ``Retry-After``
-(``retry-after-ms`` too), until ``give_up_after_s`` seconds since the request's first try
-(and, only if set, ``max_retries`` retries): a time budget, because a try count turns a slow
-but healthy endpoint into lost requests. Other 4xx answers (a bad request, a wrong key) and a
-200 whose body is not a chat completion are not retried: they raise InputError naming the
-endpoint and the request. The API key is read from the environment
+Online mode keeps ``concurrency`` requests in flight (a new one starts as soon as one finishes,
+so a stalled request holds only its own slot), hands the answers back in batches as they
+finish, and retries 429, 5xx, timeouts and connection errors with exponential backoff and full
+jitter, honouring ``Retry-After`` (``retry-after-ms`` too), until ``give_up_after_s`` seconds
+since the request's first try (and, only if set, ``max_retries`` retries): a time budget,
+because a try count turns a slow but healthy endpoint into lost requests. Other 4xx answers (a
+bad request, a wrong key) and a 200 whose body is not a chat completion are not retried: they
+raise InputError naming the endpoint and the request. The API key is read from the environment
 variable named in the config (``api_key_env``) and is never written to a file or a log line.
 
 Batch mode (``batch.enabled``) hands the requests to cueaudit.inference.openai_batch; both
@@ -16,19 +17,30 @@ modes send the bodies of cueaudit.inference.openai_protocol.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
+import queue
 import random
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
 from cueaudit.errors import InputError
 from cueaudit.inference import openai_protocol as protocol
-from cueaudit.inference.core import PLAIN_TEXT, AnswerSpec, Decoding, Generation, Request
+from cueaudit.inference.core import (
+    API_SAMPLING_KEYS,
+    PLAIN_TEXT,
+    AnswerSpec,
+    Decoding,
+    Generation,
+    Request,
+)
 from cueaudit.inference.openai_batch import BatchRunner
 from cueaudit.inference.openai_protocol import (
     BatchSettings,
@@ -97,6 +109,13 @@ def _refused(where: str, request: Request, error: Any) -> InputError:
     )
 
 
+@dataclass(frozen=True)
+class _End:
+    """The sender finished: ``error`` is the first request's error, if any."""
+
+    error: BaseException | None
+
+
 class OpenAIBackend:
     """Chat completions against the OpenAI API or any compatible server."""
 
@@ -105,6 +124,14 @@ class OpenAIBackend:
     scores_options = False
     #: Answers are paid for: the runner caches every batch as soon as it arrives.
     flush_every_batch = True
+    #: Sampling parameters the API accepts; what the config leaves unset is not sent (the
+    #: API's defaults), so no model defaults are resolved here.
+    sampling_keys = API_SAMPLING_KEYS
+    sampling_defaults = None
+    #: Online answers are handed back (and cached) in batches of the answers finished within
+    #: this many seconds of the batch's first, and at most this many per concurrent slot.
+    batch_seconds = 10.0
+    batch_rows_per_slot = 4
 
     def __init__(
         self,
@@ -168,23 +195,98 @@ class OpenAIBackend:
                 )
             yield from BatchRunner(self, self.state_dir, s.batch, s.prices).run(todo, decoding)
             return
-        chunk = max(1, s.concurrency * 4)
-        for first in range(0, len(todo), chunk):
-            yield asyncio.run(self._run_chunk(todo[first : first + chunk], decoding))
+        yield from self._online(todo, decoding)
 
-    async def _run_chunk(
-        self, requests: list[Request], decoding: Decoding
-    ) -> list[tuple[Request, Generation]]:
-        client = self.client(asynchronous=True)
-        limit = asyncio.Semaphore(self.settings.concurrency)
+    def _online(
+        self, todo: list[Request], decoding: Decoding
+    ) -> Iterator[list[tuple[Request, Generation]]]:
+        """Answers in batches as they finish, while the sender keeps ``concurrency`` in flight.
+
+        The requests are sent from an event loop in a thread of their own, so that sending
+        goes on while the caller writes a batch to the cache. After the first error (a refused
+        request, or one that ran out of its time budget) the answers finished before it are
+        handed back, the requests in flight are cancelled, and the error is raised.
+        """
+        done: queue.SimpleQueue[tuple[Request, Generation] | _End] = queue.SimpleQueue()
+        loop = asyncio.new_event_loop()
+        sender = loop.create_task(self._send(todo, decoding, done))
+
+        def drive() -> None:
+            try:
+                loop.run_until_complete(sender)
+            except BaseException as error:  # a request's error, or cancelled by close()
+                done.put(_End(error))
+            else:
+                done.put(_End(None))
+            finally:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+
+        thread = threading.Thread(target=drive, name="openai-sender", daemon=True)
+        thread.start()
         try:
-
-            async def one(request: Request) -> tuple[Request, Generation]:
-                async with limit:
-                    return request, await self._complete(client, request, decoding)
-
-            return list(await asyncio.gather(*(one(r) for r in requests)))
+            while True:
+                batch, end = self._next_batch(done)
+                if batch:
+                    yield batch
+                if end is not None:
+                    if end.error is not None:
+                        raise end.error
+                    return
         finally:
+            if thread.is_alive():  # the caller stopped early (or an error): stop sending
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(sender.cancel)
+            thread.join()
+
+    def _next_batch(
+        self, done: queue.SimpleQueue[tuple[Request, Generation] | _End]
+    ) -> tuple[list[tuple[Request, Generation]], _End | None]:
+        """The answers finished within ``batch_seconds`` of the first (``batch_rows`` at most)."""
+        item = done.get()
+        if isinstance(item, _End):
+            return [], item
+        batch = [item]
+        until = time.monotonic() + self.batch_seconds
+        while len(batch) < max(1, self.settings.concurrency * self.batch_rows_per_slot):
+            try:
+                item = done.get(timeout=max(0.0, until - time.monotonic()))
+            except queue.Empty:
+                break
+            if isinstance(item, _End):
+                return batch, item
+            batch.append(item)
+        return batch, None
+
+    async def _send(
+        self,
+        todo: list[Request],
+        decoding: Decoding,
+        done: queue.SimpleQueue[tuple[Request, Generation] | _End],
+    ) -> None:
+        """At most ``concurrency`` requests in flight; one starts as soon as one finishes."""
+        client = self.client(asynchronous=True)
+        waiting = iter(todo)
+        flying: dict[asyncio.Task[Generation], Request] = {}
+
+        def start(count: int) -> None:
+            for request in itertools.islice(waiting, count):
+                flying[asyncio.create_task(self._complete(client, request, decoding))] = request
+
+        try:
+            start(self.settings.concurrency)
+            while flying:
+                finished, _ = await asyncio.wait(flying, return_when=asyncio.FIRST_COMPLETED)
+                failed = [t for t in finished if t.exception() is not None]
+                for task in finished - set(failed):
+                    done.put((flying.pop(task), task.result()))
+                if failed:
+                    raise failed[0].exception()  # type: ignore[misc]
+                start(len(finished))
+        finally:
+            for task in flying:
+                task.cancel()
+            await asyncio.gather(*flying, return_exceptions=True)
             await client.close()
 
     async def _complete(self, client: Any, request: Request, decoding: Decoding) -> Generation:

@@ -250,13 +250,12 @@ def render(text: str, answer: AnswerSpec = PLAIN_TEXT) -> str:
 def request_body(request: Request, decoding: Decoding, settings: OpenAISettings) -> dict[str, Any]:
     """The request body of one prompt (identical online and in Batch API files)."""
     s = settings
-    body: dict[str, Any] = {
-        "model": s.model,
-        "messages": messages(request.text),
-        "temperature": decoding.temperature,
-        s.max_tokens_param: decoding.max_new_tokens,
-    }
-    if decoding.top_p != 1.0:
+    body: dict[str, Any] = {"model": s.model, "messages": messages(request.text)}
+    # Sampling keys the config leaves unset (None) are not sent: the API's defaults apply.
+    if decoding.temperature is not None:
+        body["temperature"] = decoding.temperature
+    body[s.max_tokens_param] = decoding.max_new_tokens
+    if decoding.top_p is not None:
         body["top_p"] = decoding.top_p
     if s.reasoning_effort is not None:
         body["reasoning_effort"] = s.reasoning_effort

@@ -7,7 +7,6 @@ served without a model call, finished batches are flushed to the cache while the
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import time
@@ -27,10 +26,11 @@ from cueaudit.inference.core import (
     Backend,
     Decoding,
     Request,
+    backend_decoding,
     canonical_json,
 )
 from cueaudit.io import write_parquet
-from cueaudit.prompts import shard_of
+from cueaudit.prompts import shard_of, text_expr
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +38,32 @@ __all__ = ["RESPONSE_SCHEMA", "run_shard", "shard_prompts"]
 
 
 def shard_prompts(prompts_path: str | Path, shard: int, n_shards: int) -> pl.DataFrame:
-    """The shard's prompts with their prefix-sharing group (a study's ``group`` column, or
-    for the probing tables one cue value)."""
-    prompts = pl.read_parquet(prompts_path)
-    if "group" in prompts.columns:
-        group = pl.col("group").fill_null("")
-    elif {"cue", "cue_value"} <= set(prompts.columns):
-        group = pl.concat_str([pl.col("cue"), pl.col("cue_value").fill_null("")], separator="\x1f")
+    """The shard's prompts with their prefix-sharing group: a study's ``group`` column, else
+    the normalised table's ``prefix`` (each dialog history is its own group: grouping by cue
+    value put the four histories of a cluster together and shared only their common start),
+    else one cue value.
+
+    Only the uids of the whole table are read to find the shard; the texts are assembled
+    (from ``text`` or the normalised ``prefix`` + ``body``) for the shard's rows only.
+    """
+    frame = pl.scan_parquet(prompts_path)
+    columns = frame.collect_schema().names()
+    if "group" in columns:
+        group = pl.col("group").cast(pl.String).fill_null("")
+    elif "prefix" in columns:
+        group = pl.col("prefix").cast(pl.String).fill_null("")
+    elif {"cue", "cue_value"} <= set(columns):
+        group = pl.concat_str(
+            [pl.col("cue").cast(pl.String), pl.col("cue_value").cast(pl.String).fill_null("")],
+            separator="\x1f",
+        )
     else:
         group = pl.lit("")
-    prompts = prompts.select("prompt_uid", "text", group=group)
-    return prompts.filter(shard_of(prompts["prompt_uid"], n_shards) == shard)
+    return (
+        frame.filter(shard_of(pl.col("prompt_uid"), n_shards) == shard)
+        .select("prompt_uid", text_expr(columns).cast(pl.String).alias("text"), group=group)
+        .collect()
+    )
 
 
 class _Progress:
@@ -103,9 +118,10 @@ def run_shard(
     backend = backend or build_backend(
         model_dir, model_spec, state_dir=Path(cache_dir).parent / "batches" / job
     )
-    params = Decoding.from_config(decoding, max_new_tokens)
+    params = backend_decoding(backend, decoding, max_new_tokens)
+    log.info("decoding (config over the model's defaults): %s", params)
     identity = backend.identity()
-    decoding_key = dataclasses.asdict(params)
+    decoding_key = params.cache_fields()  # the resolved values, as applied
     answer_key = answer.cache_fields()
     uids, texts, groups = (prompts[c].to_list() for c in ("prompt_uid", "text", "group"))
     rendered = [backend.render(text, answer) for text in texts]

@@ -68,6 +68,28 @@ def output_schema(answer: AnswerSpec) -> dict[str, Any] | None:
     return tool.parameters if tool is not None else answer.schema()
 
 
+def sampling_arguments(decoding: Decoding) -> dict[str, Any]:
+    """The resolved sampling parameters as vLLM's ``SamplingParams`` arguments.
+
+    Only applied ones are passed: vLLM's own defaults are the neutral values. (vLLM applies
+    a model's generation config, ``generation_config="auto"``, only to requests built without
+    sampling parameters, and then only the values that differ from transformers' defaults, so
+    the model's defaults are resolved here, as for the HF engine: both sample alike.)
+    """
+    arguments: dict[str, Any] = {}
+    if decoding.temperature is not None:
+        arguments["temperature"] = decoding.temperature
+    if decoding.top_p is not None:
+        arguments["top_p"] = decoding.top_p
+    if decoding.top_k is not None:
+        arguments["top_k"] = decoding.top_k if decoding.top_k > 0 else -1
+    if decoding.min_p is not None:
+        arguments["min_p"] = decoding.min_p
+    if decoding.repetition_penalty is not None:
+        arguments["repetition_penalty"] = decoding.repetition_penalty
+    return arguments
+
+
 def build_requests(
     prompts: Iterable[tuple[Request, list[int]]],
     decoding: Decoding,
@@ -88,9 +110,7 @@ def build_requests(
                 prompt_token_ids=list(ids),
                 sampling={
                     "n": 1,
-                    "temperature": decoding.temperature,
-                    "top_p": decoding.top_p,
-                    "top_k": decoding.top_k if decoding.top_k > 0 else -1,
+                    **sampling_arguments(decoding),
                     "max_tokens": decoding.max_new_tokens,
                     "seed": prompt_seed(request.seed, request.uid) % (2**63 - 1),
                     "logprobs": top_logprobs if wants_logprobs else None,
@@ -195,6 +215,7 @@ class VLLMBackend:
         dtype: str = "auto",
         quantization: str = "none",
         gpu_memory_utilization: float = 0.9,
+        sampling_defaults: Mapping[str, Any] | None = None,
     ) -> None:
         if quantization == "8bit":
             raise InputError(
@@ -210,6 +231,16 @@ class VLLMBackend:
         self.gpu_memory_utilization = gpu_memory_utilization
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self._llm: Any = None
+        self._sampling_defaults = dict(sampling_defaults) if sampling_defaults else None
+
+    @property
+    def sampling_defaults(self) -> dict[str, Any]:
+        """The model's own sampling parameters, resolved as the HF engine resolves them."""
+        if self._sampling_defaults is None:
+            from cueaudit.models import generation_defaults
+
+            self._sampling_defaults = generation_defaults(self.model_path)["sampling"]
+        return self._sampling_defaults
 
     @classmethod
     def from_spec(
@@ -225,6 +256,7 @@ class VLLMBackend:
             spec.get("dtype", "auto"),
             spec.get("quantization", "none"),
             spec.get("gpu_memory_utilization", 0.9),
+            (manifest.get("generation_config") or {}).get("sampling"),
         )
 
     def identity(self) -> dict[str, Any]:

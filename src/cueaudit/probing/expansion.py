@@ -4,14 +4,21 @@ Every prompt is ``prefix + " " + body``: the prefix is the cue (a memory line or
 history, followed by the ``USER:`` tag) and the body is the base prompt, or its AAVE
 translation for the dialect cue; the no-cue baseline and dialect prompts have no prefix.
 The cue variants come from the cue types of :mod:`cueaudit.cues.registry`.
-Each prompt's Flesch–Kincaid grade is computed from the counts of its two components.
+
+The table stores the two parts, not the text (:data:`cueaudit.prompts.TEXT_PARTS`): the
+``prefix`` column holds the cue prefix with its separating space ("" when none) and ``body``
+the body, both Categorical, so each of the few thousand distinct parts is stored once while
+the paper's design has about five million prompts per task. Each prompt's Flesch–Kincaid
+grade is combined from the counts of its two distinct components.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+import numpy as np
 import polars as pl
 
 from cueaudit.cues.registry import (
@@ -23,6 +30,7 @@ from cueaudit.cues.registry import (
     CueRegistry,
 )
 from cueaudit.cues.vocabulary import NO_CUE
+from cueaudit.errors import InputError
 from cueaudit.probing import readability
 from cueaudit.prompts import check_unique_uids, stable_uid
 
@@ -49,7 +57,8 @@ PROMPT_SCHEMA: Final = {
     "race": pl.String,
     "gender": pl.String,
     "cue_value": pl.String,
-    "text": pl.String,
+    "prefix": pl.Categorical(),
+    "body": pl.Categorical(),
     "fk_grade": pl.Float64,
 }
 
@@ -117,49 +126,92 @@ def expand_prompts(
 ) -> pl.DataFrame:
     """Every base prompt under every cue variant; rows ordered by cue then base prompt.
 
-    ``translations`` (base_id, text) supplies the body of dialect variants. Raises
-    InputError when two rows would share a ``prompt_uid``.
+    The table is normalised (:data:`cueaudit.prompts.TEXT_PARTS`): each row holds codes into
+    the distinct prefixes and bodies, so a task of millions of prompts stores each text once;
+    ``cueaudit.prompts.text_expr`` assembles a row's text. ``translations`` (base_id, text)
+    supplies the body of dialect variants. Raises InputError when two rows would share a
+    ``prompt_uid``.
     """
     base = base_prompts.select("base_id", base_text="text")
     if translations is not None:
         base = base.join(
-            translations.select("base_id", dialect_text="text"), on="base_id", how="left"
+            translations.select("base_id", dialect_text="text"),
+            on="base_id",
+            how="left",
+            maintain_order="left",
         )
     else:
         base = base.with_columns(dialect_text=pl.lit(None, pl.String))
-    if (cues["body"] == "dialect").any():
+    dialect_rows = cues["body"] == "dialect"
+    if dialect_rows.any():
         untranslated = base.filter(pl.col("dialect_text").is_null())["base_id"].to_list()
         if untranslated:
-            from cueaudit.errors import InputError
-
             raise InputError(
                 "dialect translations", f"no translation for {untranslated[:3]}", "base_id"
             )
-    crossed = cues.join(base, how="cross")
-    texts: list[str] = []
-    grades: list[float] = []
-    uids: list[str] = []
-    for prefix, body, base_text, dialect_text, cue, value, variant in crossed.select(
-        "prefix", "body", "base_text", "dialect_text", "cue", "cue_value", "uid_variant"
-    ).iter_rows():
-        main = dialect_text if body == "dialect" else base_text
-        texts.append(f"{prefix} {main}" if prefix is not None else main)
-        grades.append(readability.fk_grade([prefix, main] if prefix is not None else [main]))
-        uids.append(prompt_uid(task, base_text, cue, value, variant))
-    table = crossed.select(
-        prompt_uid=pl.Series(uids, dtype=pl.String),
-        task=pl.lit(task),
-        base_id="base_id",
-        cue="cue",
-        cue_type="cue_type",
-        cue_source="cue_source",
-        race="race",
-        gender="gender",
-        cue_value="cue_value",
-        text=pl.Series(texts, dtype=pl.String),
-        fk_grade=pl.Series(grades, dtype=pl.Float64),
+    n_base, n_cues = base.height, cues.height
+    base_texts = base["base_text"].to_list()
+    # Bodies: the base texts, then (when a cue uses them) their translations.
+    bodies = base_texts + (base["dialect_text"].to_list() if dialect_rows.any() else [])
+    body_offset = np.where(dialect_rows.to_numpy(), n_base, 0)
+    cue_prefixes = cues["prefix"].to_list()
+    prefix_parts = ["" if p is None else f"{p} " for p in cue_prefixes]
+
+    cue_rows = np.repeat(np.arange(n_cues), n_base)
+    base_rows = np.tile(np.arange(n_base), n_cues)
+    body_rows = base_rows + body_offset[cue_rows]
+    prefix_counts = [readability.EMPTY if p is None else readability.count(p) for p in cue_prefixes]
+    body_counts = [readability.count(b) for b in bodies]
+    grades = np.empty((n_cues, n_base))
+    for offset in np.unique(body_offset):
+        cued = np.flatnonzero(body_offset == offset)
+        grades[cued] = readability.outer_grades(
+            [prefix_counts[i] for i in cued], body_counts[offset : offset + n_base]
+        )
+    uids = _uids(task, base_texts, cues)
+    design = cues.select("cue", "cue_type", "cue_source", "race", "gender", "cue_value")
+    table = pl.DataFrame(
+        {
+            "prompt_uid": uids,
+            "task": pl.repeat(task, n_base * n_cues, dtype=pl.String, eager=True),
+            "base_id": base["base_id"].gather(base_rows),
+            **design.gather(cue_rows).to_dict(),
+            "prefix": pl.Series(prefix_parts, dtype=pl.Categorical).gather(cue_rows),
+            "body": pl.Series(bodies, dtype=pl.Categorical).gather(body_rows),
+            "fk_grade": pl.Series(grades.ravel(), dtype=pl.Float64),
+        }
     ).cast(pl.Schema(PROMPT_SCHEMA))
-    return check_unique_uids(table, f"prompt table of task {task!r}")
+    if table["prompt_uid"].n_unique() < table.height:
+        check_unique_uids(table, f"prompt table of task {task!r}")
+    return table
+
+
+def _uids(task: str, base_texts: Sequence[str], cues: pl.DataFrame) -> pl.Series:
+    """:func:`prompt_uid` of every (cue, base prompt) row, cue-major: the hash of the shared
+    leading parts (task, base text) is computed once per base prompt and copied per cue."""
+    heads = [hashlib.sha256(f"{task}\x1f{text}\x1f".encode()) for text in base_texts]
+    chunks = [pl.Series([], dtype=pl.String)]
+    digests: list[bytes] = []
+    append = digests.append
+    for cue, value, variant in cues.select("cue", "cue_value", "uid_variant").iter_rows():
+        tail = f"{cue}\x1f{value or ''}" + ("" if variant is None else f"\x1f{variant}")
+        tail_bytes = tail.encode()
+        for head in heads:
+            h = head.copy()
+            h.update(tail_bytes)
+            append(h.digest())
+        if len(digests) >= _UID_CHUNK:
+            chunks.append(_hex20(digests))
+            digests.clear()
+    chunks.append(_hex20(digests))
+    return pl.concat(chunks).alias("prompt_uid")
+
+
+_UID_CHUNK: Final = 1 << 18
+
+
+def _hex20(digests: list[bytes]) -> pl.Series:
+    return pl.Series(digests, dtype=pl.Binary).bin.encode("hex").str.slice(0, 20)
 
 
 def expected_prompt_count(

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
+import numpy as np
+
 _NONCONTRACTION_APOSTROPHE = re.compile(r"\'(?!(?:[tsd]|ve|ll|re))")
 _PUNCTUATION = re.compile(r"[^\w\s\']")
 _SENTENCE = re.compile(r"\b[^.!?]+[.!?]*", re.UNICODE)
@@ -129,3 +131,36 @@ def combine(parts: Iterable[Counts]) -> Counts:
 def fk_grade(components: Sequence[str]) -> float:
     """Flesch–Kincaid grade of ``" ".join(components)`` from the components' counts."""
     return combine(count(c) for c in components if c).grade
+
+
+def _features(parts: Sequence[Counts]) -> dict[str, np.ndarray]:
+    sentences = [p.sentences for p in parts]
+    return {
+        "words": np.array([p.words for p in parts], np.int64),
+        "syllables": np.array([p.syllables for p in parts], np.int64),
+        "long": np.array([sum(n > 2 for n in s) for s in sentences], np.int64),
+        "first": np.array([s[0] if s else 0 for s in sentences], np.int64),
+        "last": np.array([s[-1] if s else 0 for s in sentences], np.int64),
+        "has_sentences": np.array([bool(s) for s in sentences], bool),
+        "open_end": np.array([p.open_end for p in parts], bool),
+    }
+
+
+def outer_grades(left: Sequence[Counts], right: Sequence[Counts]) -> np.ndarray:
+    """``(left[i] + right[j]).grade`` for every pair, as a ``len(left) x len(right)`` array:
+    the parts' counts are combined as :meth:`Counts.__add__` does, vectorised, and the grade
+    is evaluated in the same float64 operations (bit-identical to :attr:`Counts.grade`)."""
+    a = {k: v[:, None] for k, v in _features(left).items()}
+    b = {k: v[None, :] for k, v in _features(right).items()}
+    words = a["words"] + b["words"]
+    syllables = a["syllables"] + b["syllables"]
+    # An open last sentence of the left part runs on into the right part's first one.
+    merged = a["open_end"] & b["has_sentences"]
+    joined = (
+        a["long"] - (a["last"] > 2) + b["long"] - (b["first"] > 2) + (a["last"] + b["first"] > 2)
+    )
+    sentences = np.maximum(1, np.where(merged, joined, a["long"] + b["long"]))
+    defined = (words > 0) & (syllables > 0)
+    safe_words = np.where(defined, words, 1)
+    grade = 0.39 * (safe_words / sentences) + 11.8 * (syllables / safe_words) - 15.59
+    return np.where(defined, grade, 0.0)

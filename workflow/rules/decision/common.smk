@@ -148,7 +148,7 @@ def decision_request_count():
     for arm, design in decision_arms().items():
         counts = expected_counts(design)
         per_run = sum(counts.values())
-        runs = len(decision_arm_models(arm)) * len(config["seeds"])
+        runs = len(model_seed_pairs(decision_arm_models(arm)))
         listed = ", ".join(f"{task} {n}" for task, n in counts.items())
         name = "decision audit" if arm == PRIMARY else f"decision extension {arm}"
         lines.append(

@@ -77,7 +77,7 @@ rule compute_validity:
         averaged_md="results/tables/validity_{dimension}_averaged.md",
     params:
         task_outcomes=probing_outcome_kinds(),
-        analysis=analysis_settings(*OUTCOME_SETTINGS),
+        analysis=analysis_settings(*OUTCOME_SETTINGS, "fisher_weights"),
     log:
         "logs/analysis/validity_{dimension}.log",
     conda:
@@ -210,7 +210,7 @@ rule compute_regressions:
     params:
         table="regressions",
         task_outcomes=probing_outcome_kinds(),
-        analysis=analysis_settings(*OUTCOME_SETTINGS),
+        analysis=regression_settings(),
     log:
         "logs/analysis/regressions.log",
     conda:

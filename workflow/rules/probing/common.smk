@@ -1,6 +1,9 @@
 # The probing study's helpers and its registration with the shared stages: its advice tasks
 # (and the race-prediction task) become inference tasks, its tables go into the database.
 
+from cueaudit.config import regression_seeds  # noqa: E402
+from cueaudit.probing.design import probing_size  # noqa: E402
+
 RACE_PREDICTION = "race_prediction"
 DIMENSIONS = ["race", "gender"]
 # Settings every probing analysis reads (which outcome, where race predictions are), and
@@ -44,6 +47,10 @@ def probing_inference_tasks():
             "max_new_tokens": spec["max_new_tokens"],
             "shards": spec["shards"],
         }
+        if spec.get("models"):
+            tasks[RACE_PREDICTION]["models"] = spec["models"]
+        if spec.get("seeds"):
+            tasks[RACE_PREDICTION]["seeds"] = spec["seeds"]
     return tasks
 
 
@@ -59,8 +66,36 @@ def advice_task_spec(wildcards):
     return advice_tasks()[wildcards.task]
 
 
+def base_prompt_file(task):
+    """A task's base-prompt CSV: its ``base_prompts``, or for a task with ``augment`` the
+    file the augment_base_prompts rule writes."""
+    spec = advice_tasks()[task]
+    if "augment" in spec:
+        return f"results/prompts/base/{task}.csv"
+    return spec["base_prompts"]
+
+
+def augmented_tasks():
+    return [task for task, spec in advice_tasks().items() if "augment" in spec]
+
+
 def task_base_prompts(wildcards):
-    return advice_task_spec(wildcards)["base_prompts"]
+    return base_prompt_file(wildcards.task)
+
+
+def augment_inputs(wildcards):
+    """The templates and component files of an augmented task (keys: templates,
+    component_<name>)."""
+    spec = advice_task_spec(wildcards)["augment"]
+    return {
+        "templates": spec["templates"],
+        **{f"component_{name}": path for name, path in spec["components"].items()},
+    }
+
+
+def augment_settings(wildcards):
+    spec = advice_task_spec(wildcards)["augment"]
+    return {"components": list(spec["components"]), "total": spec["total"], "seed": spec["seed"]}
 
 
 def task_limit(wildcards):
@@ -69,6 +104,12 @@ def task_limit(wildcards):
 
 def analysis_settings(*keys):
     return config_slice(probing_config().get("analysis") or {}, *keys)
+
+
+def regression_settings():
+    """Tables 5-7 read one response per prompt: model -> the seed whose responses and race
+    predictions enter them (cueaudit.config.regression_seeds)."""
+    return {**analysis_settings(*OUTCOME_SETTINGS), "regression_seeds": regression_seeds(config)}
 
 
 def probing_prompt_tables():
@@ -85,11 +126,13 @@ def probing_outcome_kinds():
 
 def dialect_task_inputs():
     """task -> [base-prompt CSV, limit] for every advice task (translated once each)."""
-    return {task: [spec["base_prompts"], spec.get("limit")] for task, spec in advice_tasks().items()}
+    return {
+        task: [base_prompt_file(task), spec.get("limit")] for task, spec in advice_tasks().items()
+    }
 
 
 def dialect_base_prompt_files():
-    return [spec["base_prompts"] for spec in advice_tasks().values()]
+    return [base_prompt_file(task) for task in advice_tasks()]
 
 
 def prompt_cue_inputs(wildcards):
@@ -140,6 +183,9 @@ def probing_outputs():
 
 if study_enabled("probing"):
     register_inference_tasks(probing_inference_tasks())
+    # The design's size, printed before anything runs (also on a dry run); a wrong
+    # probing.expected_prompts stops the run here.
+    stop_on_input_error(lambda: print(probing_size(config), file=sys.stderr))
     register_study(
         "probing",
         tables=probing_tables(),

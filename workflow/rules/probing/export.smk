@@ -1,4 +1,5 @@
-# Prompts and parsed responses in the layout of the authors' replication package.
+# Prompts and parsed responses in the layout and encoding of the authors' replication
+# package (docs/replication-export.md), streamed: memory is one response shard, not a task.
 
 
 rule export_replication:
@@ -15,7 +16,7 @@ rule export_replication:
     conda:
         "../../../envs/analysis.yaml"
     resources:
-        mem_mb=8000,
+        mem_mb=4000,
         runtime=60,
     script:
         "../../scripts/export_replication.py"

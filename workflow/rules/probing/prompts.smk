@@ -31,6 +31,29 @@ rule translate_dialect:
         "../../scripts/translate_dialect.py"
 
 
+# A task with augment: in the config builds its base prompts from components (§3.1); the
+# other rules read them through base_prompt_file().
+rule augment_base_prompts:
+    input:
+        unpack(augment_inputs),
+    output:
+        "results/prompts/base/{task}.csv",
+    wildcard_constraints:
+        # no augmented task: a pattern that matches no task name
+        task=any_of(augmented_tasks()) or "(?!)",
+    params:
+        augment=augment_settings,
+    log:
+        "logs/prompts/augment_{task}.log",
+    conda:
+        "../../../envs/data.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    script:
+        "../../scripts/augment_base_prompts.py"
+
+
 rule expand_prompts:
     input:
         unpack(prompt_cue_inputs),
@@ -49,7 +72,7 @@ rule expand_prompts:
     conda:
         "../../../envs/data.yaml"
     resources:
-        mem_mb=4000,
+        mem_mb=2500,
         runtime=30,
     script:
         "../../scripts/expand_prompts.py"
@@ -65,7 +88,7 @@ rule build_race_prediction_prompts:
     conda:
         "../../../envs/data.yaml"
     resources:
-        mem_mb=4000,
+        mem_mb=2500,
         runtime=30,
     script:
         "../../scripts/build_race_prediction_prompts.py"

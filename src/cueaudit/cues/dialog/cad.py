@@ -4,7 +4,9 @@ conversation with up to four turns of four candidate responses each.
 Kept: US annotators (``annotator_country`` "united states", any case), ethnicity ``White`` or
 ``Black or African American``, gender ``male``/``female``; each turn's preferred label
 (``response_a``, ``A``, ``Response A`` …) is resolved to its response text. Clusters group
-conversations that share the pre-generated first turn (prompt and the four responses).
+conversations that share the pre-generated first turn (prompt and the four responses) and have
+the same number of turns (Appendix A.3: dialogs in a cluster are matched on the number of
+turns; later turns follow each annotator's own choices, so only the first one is shared).
 """
 
 from __future__ import annotations
@@ -77,8 +79,9 @@ def _bool(value: str, src: str, line: int, name: str) -> bool:
 def load_cad(path: str | Path, language: str = "en") -> pl.DataFrame:
     """One dialog per kept conversation in DIALOG_SCHEMA.
 
-    ``cluster_key`` is a hash of (assigned_lang, first_turn_prompt, first_turn_response_a..d)
-    for pre-generated first prompts, and null for user-initiated ones (never clustered).
+    ``cluster_key`` is a hash of (assigned_lang, first_turn_prompt, first_turn_response_a..d,
+    number of turns) for pre-generated first prompts, and null for user-initiated ones (never
+    clustered).
     """
     path = find_cad_file(path)
     src = str(path)
@@ -127,6 +130,7 @@ def load_cad(path: str | Path, language: str = "en") -> pl.DataFrame:
             if pregenerated:
                 parts = [lang, rec["first_turn_prompt"]]
                 parts += [rec[f"first_turn_response_{x}"] for x in "abcd"]
+                parts.append(str(len(turns)))
                 key = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
             rows.append(
                 {

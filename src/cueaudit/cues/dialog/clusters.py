@@ -1,9 +1,10 @@
 """Clusters of exactly one dialog per Black/White × male/female group, uniformly sampled.
 
-Dialogs sharing a ``cluster_key`` (CAD: the pre-generated first turn; PRISM: the number of
-turns) are shuffled within each group with a seeded generator and zipped into clusters; then
-``n_clusters`` of all candidate clusters are drawn uniformly with the same seed. The result
-depends only on the dialogs and the seed, not on row order.
+Dialogs sharing a ``cluster_key`` and a number of turns (CAD: the pre-generated first turn,
+matched on turns as in Appendix A.3; PRISM: the number of turns) are shuffled within each
+group with a seeded generator and zipped into clusters; then ``n_clusters`` of all candidate
+clusters are drawn uniformly with the same seed. The result depends only on the dialogs and
+the seed, not on row order.
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ def candidate_clusters(dialogs: pl.DataFrame, seed: int) -> list[list[dict[str, 
     """All clusters (four dialogs, in GROUPS order) the dialogs allow, sorted by cluster id."""
     clusters: list[list[dict[str, Any]]] = []
     keyed = dialogs.filter(pl.col("cluster_key").is_not_null()).sort("dialog_id")
-    for (source, key), frame in keyed.group_by("source", "cluster_key", maintain_order=True):
+    # n_turns is part of every source's key already; grouping on it too keeps a source whose
+    # key forgets it from mixing 1- and 2-turn dialogs in one cluster.
+    groups = keyed.group_by("source", "cluster_key", "n_turns", maintain_order=True)
+    for (source, key, _turns), frame in groups:
         by_group = []
         for race, gender in GROUPS:
             members = frame.filter((pl.col("race") == race) & (pl.col("gender") == gender))

@@ -55,8 +55,17 @@ def race_prediction_metrics(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Precision, recall and F1 per model, task ('all' pools the tasks), cue and class.
 
     Recall = P(predicted c | cued c); precision = P(cued c | predicted c) among parsed answers
-    to prompts that cue a race; 'Unknown' answers count as misses. Undefined metrics are null
-    with a note (e.g. no White prompts under dialect, as the paper's Table 3)."""
+    to prompts that cue a race; 'Unknown' answers count as misses.
+
+    Undefined metrics are null (empty), never 0.0, with the reason in ``note``:
+
+    - precision of a class the model never predicted under the cue (``predicted`` 0);
+    - recall of a class with no parsed answers to prompts cueing it (``support`` 0), e.g.
+      White under dialect, which cues Black only (the paper's Table 3 shows "–");
+    - F1 when either is undefined. When both are defined F1 = 2PR / (P + R), and 0.0 when
+      P = R = 0 (scikit-learn's convention). scikit-learn's ``f1_score`` also gives 0.0 when
+      only one of them is undefined (it computes 2TP / (2TP + FP + FN)); here that F1 is null,
+      as the paper's table leaves a cell empty whose precision or recall is."""
     if not has_relation(con, "race_predictions"):
         row = dict.fromkeys(METRICS_SCHEMA)
         row["note"] = MISSING

@@ -1,7 +1,15 @@
 """Tables 5-7: advice outcome on the model's inferred race of the same prompt, plus the cued
-race, plus the prompt's Flesch-Kincaid grade, with base-prompt fixed effects."""
+race, plus the prompt's Flesch-Kincaid grade, with base-prompt fixed effects.
+
+One response per prompt, as the paper (its N, 4,551,000 for healthcare, is the prompt count;
+the authors' build_master_and_regress.py reads seed 0 only): each model's responses and race
+predictions of one seed, never all seeds pooled (which would count every prompt once per
+seed and shrink the standard errors by about the square root of the seed count).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import duckdb
 import numpy as np
@@ -28,6 +36,7 @@ TERM_LABELS = {
 }
 REGRESSION_SCHEMA: dict[str, pl.DataType] = {
     "model": pl.String(),
+    "seed": pl.Int64(),
     "task": pl.String(),
     "spec": pl.Int64(),
     "spec_label": pl.String(),
@@ -51,16 +60,20 @@ MISSING_PREDICTIONS = (
 MISSING_FK = "missing: prompts carry no fk_grade"
 
 
-def _row(model: str | None, task: str | None, spec: int | None, note: str) -> dict[str, object]:
+def _row(
+    model: str | None, seed: int | None, task: str | None, spec: int | None, note: str
+) -> dict[str, object]:
     rec: dict[str, object] = dict.fromkeys(REGRESSION_SCHEMA)
     label = SPECS[spec][0] if spec else None
-    rec.update(model=model, task=task, spec=spec, spec_label=label, note=note)
+    rec.update(model=model, seed=seed, task=task, spec=spec, spec_label=label, note=note)
     return rec
 
 
-def regression_data(con: duckdb.DuckDBPyConnection, model: str, task: str) -> pl.DataFrame:
-    """Rows of one model and task: y, base prompt, dummies and FK grade (parsed rows whose
-    race prediction, same model and seed, is parsed)."""
+def regression_data(
+    con: duckdb.DuckDBPyConnection, model: str, task: str, seed: int
+) -> pl.DataFrame:
+    """Rows of one model, task and seed, one per prompt: y, base prompt, dummies and FK grade
+    (parsed rows whose race prediction, same model and seed, is parsed)."""
     # The label filter is applied after the fetch: pushed into the join (duckdb 2.0) it turns
     # the plan into a near-quadratic one (10k rows: 0.04 s without, 40 s with).
     frame = con.sql(
@@ -73,10 +86,10 @@ def regression_data(con: duckdb.DuckDBPyConnection, model: str, task: str) -> pl
         FROM observations ob
         JOIN race_predictions rp
           ON rp.model = ob.model AND rp.seed = ob.seed AND rp.source_prompt_uid = ob.prompt_uid
-        WHERE ob.model = $model AND ob.task = $task
+        WHERE ob.model = $model AND ob.task = $task AND ob.seed = $seed
           AND ob.outcome IS NOT NULL AND isfinite(CAST(ob.outcome AS DOUBLE))
         """,
-        params={"model": model, "task": task},
+        params={"model": model, "task": task, "seed": seed},
     ).pl()
     return frame.filter(pl.col("predicted").is_in(["Black", "White", "Unknown"])).select(
         "y",
@@ -89,23 +102,50 @@ def regression_data(con: duckdb.DuckDBPyConnection, model: str, task: str) -> pl
     )
 
 
-def fe_regressions(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+def regression_seeds(
+    con: duckdb.DuckDBPyConnection, seeds: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """Model -> the seed of its Tables 5-7: ``seeds[model]`` when given, else the model's
+    lowest seed with race predictions (the workflow passes each model's first configured
+    race-prediction seed, cueaudit.config.regression_seeds). Models without race
+    predictions get their lowest seed (their rows carry a note)."""
+    chosen = dict(seeds or {})
+    found = con.sql(
+        """SELECT CAST(model AS VARCHAR), min(seed) FROM race_predictions GROUP BY 1"""
+    ).fetchall()
+    first = con.sql(
+        """SELECT CAST(model AS VARCHAR), min(seed) FROM observations GROUP BY 1"""
+    ).fetchall()
+    return {**dict(first), **dict(found), **chosen}
+
+
+def fe_regressions(
+    con: duckdb.DuckDBPyConnection, seeds: Mapping[str, int] | None = None
+) -> pl.DataFrame:
     """The three specifications per model and advice task, in long format (one row per term),
-    with a note on every row of a specification that cannot be estimated."""
+    on one seed per model (``seeds``, see regression_seeds), with a note on every row of a
+    specification that cannot be estimated."""
     if not has_relation(con, "observations"):
         raise InputError("observations", "no such table or view in the DuckDB connection")
     if not has_relation(con, "race_predictions"):
-        return pl.DataFrame([_row(None, None, None, MISSING_PREDICTIONS)], schema=REGRESSION_SCHEMA)
+        return pl.DataFrame(
+            [_row(None, None, None, None, MISSING_PREDICTIONS)], schema=REGRESSION_SCHEMA
+        )
     pairs = con.sql(
         """SELECT DISTINCT CAST(model AS VARCHAR), CAST(task AS VARCHAR) FROM observations
            ORDER BY 1, 2"""
     ).fetchall()
+    chosen = regression_seeds(con, seeds)
     records: list[dict[str, object]] = []
     for model, task in pairs:
-        data = regression_data(con, model, task)
+        seed = chosen[model]
+        data = regression_data(con, model, task, seed)
         if data.is_empty():
-            note = "no advice outcome has a parsed race prediction of the same model and seed"
-            records.extend(_row(model, task, s, note) for s in SPECS)
+            note = (
+                f"no advice outcome of seed {seed} has a parsed race prediction of the same "
+                "model and seed"
+            )
+            records.extend(_row(model, seed, task, s, note) for s in SPECS)
             continue
         for spec, (label, terms) in SPECS.items():
             frame = data
@@ -114,7 +154,7 @@ def fe_regressions(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
                     pl.col("fk_grade").is_not_null() & pl.col("fk_grade").is_finite()
                 )
                 if frame.is_empty():
-                    records.append(_row(model, task, spec, MISSING_FK))
+                    records.append(_row(model, seed, task, spec, MISSING_FK))
                     continue
             try:
                 res = fe_ols(
@@ -124,13 +164,14 @@ def fe_regressions(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
                     terms,
                 )
             except (InputError, np.linalg.LinAlgError) as exc:
-                records.append(_row(model, task, spec, f"not estimable: {exc}"))
+                records.append(_row(model, seed, task, spec, f"not estimable: {exc}"))
                 continue
             note = f"absorbed or constant: {', '.join(res.dropped)}" if res.dropped else None
             for i, term in enumerate(res.names):
                 records.append(
                     {
                         "model": model,
+                        "seed": seed,
                         "task": task,
                         "spec": spec,
                         "spec_label": label,
@@ -150,5 +191,5 @@ def fe_regressions(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
                     }
                 )
     if not records:
-        records.append(_row(None, None, None, "no advice outcomes"))
+        records.append(_row(None, None, None, None, "no advice outcomes"))
     return pl.DataFrame(records, schema=REGRESSION_SCHEMA)

@@ -129,10 +129,12 @@ def write_regressions(
     settings: Mapping[str, Any],
     out: str | Path,
 ) -> pl.DataFrame:
-    """Tables 5-7: outcome on inferred race (+ cued race, + FK grade) with prompt FE."""
+    """Tables 5-7: outcome on inferred race (+ cued race, + FK grade) with prompt FE, on one
+    seed per model (``settings["regression_seeds"]``: model -> seed; default the first)."""
     from cueaudit.probing.analysis.regression import fe_regressions
 
-    table = fe_regressions(_connect(prompts, outcomes, task_outcomes, settings))
+    con = _connect(prompts, outcomes, task_outcomes, settings)
+    table = fe_regressions(con, settings.get("regression_seeds"))
     write_table(table, out, "Outcome on inferred race with prompt fixed effects (Tables 5-7)")
     return table
 
@@ -156,9 +158,13 @@ def write_validity(
 
     con = _connect(prompts, outcomes, task_outcomes, settings)
     correlations = deviation_correlations(prompt_deviations(con, dimension))
-    averaged = fisher_average(correlations)
+    weights = settings.get("fisher_weights", "equal")
+    averaged = fisher_average(correlations, weights=weights)
     write_table(correlations, per_model_out, f"Correlations of cue-induced shifts ({dimension})")
-    write_table(averaged, averaged_out, f"Fisher-z averaged correlations ({dimension})")
+    weighting = "unweighted" if weights == "equal" else "weighted by n - 3"
+    write_table(
+        averaged, averaged_out, f"Fisher-z averaged correlations ({dimension}, {weighting})"
+    )
     return averaged
 
 

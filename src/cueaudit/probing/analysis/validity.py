@@ -4,6 +4,7 @@ Pearson correlations between deviation vectors, and Fisher-z averages across mod
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 import duckdb
 import numpy as np
@@ -16,6 +17,9 @@ from cueaudit.probing.vocabulary import CUE_LABELS, DIMENSION_GROUPS, Dimension
 OBSERVATIONS = "observations"
 MIN_PAIR_N = 3  # fewer shared prompts than this gives r = null
 R_CLIP = 1.0 - 1e-12  # |r| is clipped to this before atanh
+#: How ``fisher_average`` weights each model's z (config ``probing.analysis.fisher_weights``).
+FisherWeights = Literal["equal", "n_minus_3"]
+FISHER_WEIGHTS: tuple[str, ...] = ("equal", "n_minus_3")
 
 NOTE_FEW = f"fewer than {MIN_PAIR_N} shared base prompts"
 NOTE_CONSTANT = "zero variance in a deviation vector"
@@ -263,12 +267,25 @@ def _pair_rank_columns(frame: pl.DataFrame) -> list[pl.Expr]:
     return exprs
 
 
-def fisher_average(correlations: pl.DataFrame, over: str = "model") -> pl.DataFrame:
-    """Average r over the levels of ``over`` (default: models) with the Fisher z transform,
-    tanh(Σ w·atanh(r) / Σ w) with w = n − 3 (equal weights if all w are 0); null r skipped.
+def fisher_average(
+    correlations: pl.DataFrame, over: str = "model", weights: FisherWeights = "equal"
+) -> pl.DataFrame:
+    """Average r over the levels of ``over`` (default: models) with the Fisher z transform:
+    tanh of the mean of atanh(r), null r skipped.
+
+    ``weights``: ``"equal"`` (default) averages the z values unweighted, as the paper reads
+    ("Correlations are averaged across models using a Fisher z transformation", §4.1);
+    ``"n_minus_3"`` weights each z by n − 3, its inverse sampling variance (equal weights if
+    all n − 3 are 0). The two agree when every model shares the same n.
     Columns: the remaining keys (``task``, cue/group pair), ``r``, ``n_models``, ``n_min``."""
     if over not in ("model", "task"):
         raise InputError("analysis request", "must be 'model' or 'task'", field="over")
+    if weights not in FISHER_WEIGHTS:
+        raise InputError(
+            "config",
+            f"probing.analysis.fisher_weights is {weights!r}; expected one of {FISHER_WEIGHTS}",
+            field="fisher_weights",
+        )
     require_columns(correlations, [over, *PAIR_COLUMNS, "r", "n"], "correlations")
     keys = [c for c in ("model", "task", *PAIR_COLUMNS) if c != over and c in correlations.columns]
     valid = pl.col("r").is_not_null() & pl.col("r").is_finite()
@@ -281,10 +298,11 @@ def fisher_average(correlations: pl.DataFrame, over: str = "model") -> pl.DataFr
         _w=w.filter(valid).sum(),
         _z=z.filter(valid).mean(),
     )
+    weighted = pl.col("_w") > 0 if weights == "n_minus_3" else pl.lit(False)
     r = (
         pl.when(pl.col("n_models") == 0)
         .then(None)
-        .when(pl.col("_w") > 0)
+        .when(weighted)
         .then((pl.col("_zw") / pl.col("_w")).tanh())
         .otherwise(pl.col("_z").tanh())
     )

@@ -1,0 +1,264 @@
+"""Expand the probing study's full design of one model x seed into its prompt tables and
+time it: 4,440 healthcare + 5,000 salary + 5,000 legal base prompts x 1,025 cue variants (no
+cue, 600 names, 23 explicit descriptors, AAVE, 2 sources x 50 dialog clusters x 4 dialogs of
+about 2,400 characters) = 14,801,000 prompts, through the library's own ``cue_variants``,
+``expand_prompts`` and ``write_parquet``. Every stage runs in its own process (as the
+Snakemake jobs do) and reports its wall time and peak RSS; then one inference shard of the
+largest table is read through ``runner.shard_prompts``.
+
+    python benchmarks/expansion.py [--base-prompts N] [--race-prediction] [--shards 64]
+                                   [--before] [--keep DIR] [--json PATH]
+
+``--base-prompts N`` caps every task at N base prompts. ``--before`` also runs the
+implementation of the last commit (``git show HEAD:src/cueaudit/probing/expansion.py``) on
+1,000 base prompts of one task (``--before-base`` to change), the size issue 13 measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+#: The paper's base prompts per task (§3.1).
+PAPER_TASKS = {"healthcare": 4440, "salary": 5000, "legal": 5000}
+NAME_SOURCES = ("rosenman", "elder_hayes", "tzioumis")
+DIALOG_CLUSTERS = 50
+DIALOG_CHARS = 2400
+
+
+def _peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # KiB on Linux
+
+
+def synthetic_base(task: str, n: int, seed: int = 0) -> pl.DataFrame:
+    """``n`` distinct base prompts of the shipped prompts' lengths: a shipped prompt of the
+    task with a sentence of random words of its vocabulary in front."""
+    from cueaudit.probing.base_prompts import load_base_prompts
+
+    shipped = load_base_prompts(ROOT / f"resources/prompts/{task}.csv", task)["text"].to_list()
+    vocab = sorted({w.strip(".,?!'").lower() for t in shipped for w in t.split()} - {""})
+    rng = np.random.default_rng(seed)
+    texts: list[str] = []
+    seen: set[str] = set()
+    while len(texts) < n:
+        words = rng.choice(vocab, size=8)
+        text = f"{' '.join(words).capitalize()}. {shipped[len(texts) % len(shipped)]}"
+        if text not in seen:
+            seen.add(text)
+            texts.append(text)
+    ids = [f"{task}-{i}" for i in range(n)]
+    return pl.DataFrame({"base_id": ids, "task": [task] * n, "text": texts})
+
+
+def synthetic_translations(base: pl.DataFrame) -> pl.DataFrame:
+    """A stand-in AAVE body per base prompt (the translator is not what is timed here)."""
+    text = pl.col("text").str.replace_all(r"\bI have\b", "I done").str.replace_all(" is ", " be ")
+    return base.select("base_id", text=text)
+
+
+def synthetic_dialog(seed: int = 0) -> pl.DataFrame:
+    """2 sources x 50 clusters x 4 (race x gender) dialog histories of about 2,400 chars."""
+    rng = np.random.default_rng(seed)
+    vocab = np.array([f"w{i}" for i in range(2000)] + ["doctor", "lawyer", "salary", "advice"])
+    rows = []
+    for source in ("cad", "prism"):
+        for k in range(DIALOG_CLUSTERS):
+            for race in ("Black", "White"):
+                for gender in ("female", "male"):
+                    turns, length = [], 0
+                    while length < DIALOG_CHARS:
+                        words = " ".join(rng.choice(vocab, size=int(rng.integers(8, 30))))
+                        turn = f"{'USER' if len(turns) % 2 == 0 else 'MODEL'}: {words}."
+                        turns.append(turn)
+                        length += len(turn) + 1
+                    rows.append((f"{source}-{k}", source, race, gender, "\n".join(turns)))
+    return pl.DataFrame(
+        rows, schema=["cluster_id", "source", "race", "gender", "prefix"], orient="row"
+    )
+
+
+def paper_cues() -> pl.DataFrame:
+    from cueaudit.cues.explicit import explicit_descriptors
+    from cueaudit.cues.names import load_name_lists
+    from cueaudit.probing.expansion import cue_variants
+
+    names = load_name_lists([ROOT / f"resources/names/{s}.csv" for s in NAME_SOURCES])
+    return cue_variants(
+        names, explicit_descriptors(), dialect="rule_based", dialog=synthetic_dialog()
+    )
+
+
+def stage_expand(task: str, n_base: int, out: Path, module: str | None) -> dict[str, object]:
+    """Expand and write one task's prompt table (``module``: a file holding another
+    implementation of ``expand_prompts``, for the before row)."""
+    from cueaudit.io import write_parquet
+
+    if module is None:
+        from cueaudit.probing.expansion import expand_prompts
+    else:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("expansion_before", module)
+        assert spec is not None and spec.loader is not None
+        before = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(before)
+        expand_prompts = before.expand_prompts
+    start = time.perf_counter()
+    base = synthetic_base(task, n_base)
+    cues = paper_cues()
+    translations = synthetic_translations(base)
+    inputs = time.perf_counter()
+    table = expand_prompts(base, cues, task, translations)
+    expanded = time.perf_counter()
+    write_parquet(table, out)
+    written = time.perf_counter()
+    return {
+        "task": task,
+        "base_prompts": n_base,
+        "cue_variants": cues.height,
+        "prompts": table.height,
+        "inputs_s": inputs - start,
+        "expand_s": expanded - inputs,
+        "write_s": written - expanded,
+        "wall_s": written - start,
+        "parquet_mb": out.stat().st_size / 1e6,
+        "peak_rss_gb": _peak_rss_gb(),
+    }
+
+
+def stage_race_prediction(source: Path, out: Path) -> dict[str, object]:
+    from cueaudit.probing.race_prediction import write_race_prediction_table
+
+    start = time.perf_counter()
+    rows = write_race_prediction_table([source], out)
+    return {
+        "prompts": rows,
+        "wall_s": time.perf_counter() - start,
+        "parquet_mb": out.stat().st_size / 1e6,
+        "peak_rss_gb": _peak_rss_gb(),
+    }
+
+
+def stage_shards(path: Path, n_shards: int, reads: int) -> dict[str, object]:
+    from cueaudit.inference.runner import shard_prompts
+
+    times, rows, chars = [], [], []
+    for shard in np.linspace(0, n_shards - 1, reads).astype(int):
+        start = time.perf_counter()
+        frame = shard_prompts(path, int(shard), n_shards)
+        times.append(time.perf_counter() - start)
+        rows.append(frame.height)
+        chars.append(int(frame["text"].str.len_chars().sum()))
+    return {
+        "n_shards": n_shards,
+        "reads": reads,
+        "rows_per_shard": int(np.mean(rows)),
+        "text_mb_per_shard": float(np.mean(chars)) / 1e6,
+        "first_s": times[0],
+        "max_s": max(times),
+        "mean_s": float(np.mean(times)),
+        "peak_rss_gb": _peak_rss_gb(),
+    }
+
+
+def _child(*args: str) -> dict[str, object]:
+    """Run one stage in a fresh process; its JSON line is the result."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--stage", *args], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base-prompts", type=int, default=None, help="cap per task")
+    parser.add_argument("--race-prediction", action="store_true", help="of the legal task")
+    parser.add_argument("--shards", type=int, default=64)
+    parser.add_argument("--shard-reads", type=int, default=5)
+    parser.add_argument("--before", action="store_true", help="also time HEAD's expansion")
+    parser.add_argument("--before-base", type=int, default=1000)
+    parser.add_argument("--keep", type=Path, default=None, help="write the tables here")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--stage", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.stage:
+        kind, *rest = args.stage
+        if kind == "expand":
+            task, n, out, *module = rest
+            result = stage_expand(task, int(n), Path(out), module[0] if module else None)
+        elif kind == "race_prediction":
+            result = stage_race_prediction(Path(rest[0]), Path(rest[1]))
+        else:
+            result = stage_shards(Path(rest[0]), int(rest[1]), int(rest[2]))
+        print(json.dumps(result))
+        return
+
+    tmp = tempfile.TemporaryDirectory(prefix="cueaudit-expansion-")
+    root = args.keep or Path(tmp.name)
+    root.mkdir(parents=True, exist_ok=True)
+    results: dict[str, object] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    results["load_start"] = _load()
+    tasks = {t: min(n, args.base_prompts or n) for t, n in PAPER_TASKS.items()}
+    start = time.perf_counter()
+    expanded = {}
+    for task, n in tasks.items():
+        expanded[task] = _child("expand", task, str(n), str(root / f"{task}.parquet"))
+        print(json.dumps(expanded[task]), flush=True)
+    results["expand"] = expanded
+    results["expand_total_s"] = time.perf_counter() - start
+    results["prompts"] = sum(r["prompts"] for r in expanded.values())  # type: ignore[misc]
+    largest = max(tasks, key=lambda t: tasks[t])
+    shards = _child(
+        "shards", str(root / f"{largest}.parquet"), str(args.shards), str(args.shard_reads)
+    )
+    results["shards"] = {"task": largest, **shards}
+    print(json.dumps(results["shards"]), flush=True)
+    if args.race_prediction:
+        results["race_prediction"] = _child(
+            "race_prediction", str(root / "legal.parquet"), str(root / "race_prediction.parquet")
+        )
+        print(json.dumps(results["race_prediction"]), flush=True)
+    if args.before:
+        old = subprocess.run(
+            ["git", "show", "HEAD:src/cueaudit/probing/expansion.py"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        module = root / "expansion_before.py"
+        module.write_text(old)
+        results["before"] = _child(
+            "expand", "legal", str(args.before_base), str(root / "before.parquet"), str(module)
+        )
+        results["after_same_size"] = _child(
+            "expand", "legal", str(args.before_base), str(root / "after.parquet")
+        )
+        print(json.dumps(results["before"]), json.dumps(results["after_same_size"]), flush=True)
+    results["load_end"] = _load()
+    print(json.dumps(results, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
