@@ -20,8 +20,9 @@ Configurations, each after a warm-up:
 
 * cueaudit: the hf backend built by ``build_backend`` as the runner builds it (bf16,
   automatic token budget, ``batch_size`` 64), one task at a time as the runner's shards;
-* cueaudit_history_groups: the same with each dialog history its own group (a what-if: the
-  runner's group, one cue value, holds a cluster's four histories);
+* cueaudit_history_groups (``--history-groups``): the same with the benchmark's own grouping,
+  one dialog history per group, a check that the runner's groups (its exact ``prefix``) share
+  every history (before, the runner grouped by cue value: a cluster's four histories);
 * cueaudit_8bit (``--engine-8bit``, CUDA only): the engine with config/paper.yaml's 8-bit
   weights;
 * generate_tuned: transformers ``generate``, batch 64 over length-sorted prompts, left
@@ -196,8 +197,8 @@ def paper_cues(seed: int = 0) -> pl.DataFrame:
 def draw_prompts(n: int, rows_per_cue: int, work: Path, seed: int = 0) -> dict[str, pl.DataFrame]:
     """Per task, about n / 3 prompts as the runner reads a shard: prompt_uid, text, group.
 
-    Whole cue groups are drawn (the runner's groups: one cue value, so a dialog cluster's
-    four histories together), each with ``rows_per_cue`` base prompts, so rows share their
+    Whole cue groups are drawn (one cue value, so a dialog cluster's four histories
+    together), each with ``rows_per_cue`` base prompts, so rows share their
     group's prefix as in a shard of the full design (where they are many more). Each draw
     takes a group of the cue type furthest below its share of the design's rows (names 59%,
     dialogs 39%, explicit 2%), so few groups already give the paper's mix.
@@ -640,10 +641,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also run the engine with config/paper.yaml's 8-bit weights (CUDA only)",
     )
     parser.add_argument(
-        "--no-history-groups",
-        dest="history_groups",
-        action="store_false",
-        help="skip the what-if run that shares each dialog history (not the cue value)",
+        "--history-groups",
+        action="store_true",
+        help="also run the engine grouped by dialog history (should equal the runner's groups)",
     )
     parser.add_argument("--threads", type=int, default=None, help="CPU threads of torch")
     parser.add_argument("--seed", type=int, default=0)

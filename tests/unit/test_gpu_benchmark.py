@@ -36,7 +36,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path,
     out = tmp_path_factory.mktemp("gpu_benchmark")
     work = out / "work"
     argv = ["--model", "tiny", "--device", "cpu", "--prompts", str(N), "--rows-per-cue", "2"]
-    argv += ["--new-tokens", str(NEW), "--warmup", "2", "--threads", "2"]
+    argv += ["--new-tokens", str(NEW), "--warmup", "2", "--threads", "2", "--history-groups"]
     report = bench.main([*argv, "--out", str(out), "--work-dir", str(work)])
     return report, out, work
 
@@ -113,7 +113,13 @@ def test_report_files_and_the_prompt_mix(run: tuple) -> None:
     assert sum(prompts["per_task"].values()) == sum(prompts["cue_types"].values()) == N
     # Each task's 4 prompts: a name group, then (furthest below its share) a dialog cluster.
     assert prompts["cue_types"] == {"name": 6, "dialog": 6}
-    assert 0 < prompts["groups"] <= prompts["history_groups"] <= N
+    # The runner batches by exact prefix: its groups are the dialog histories.
+    assert 0 < prompts["groups"] == prompts["history_groups"] <= N
+    configs = report["configurations"]
+    assert (
+        configs["cueaudit"]["computed_tokens"]
+        == configs["cueaudit_history_groups"]["computed_tokens"]
+    )
     tiny = LlamaConfig(**bench.MODELS["tiny"])
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(tiny)
@@ -155,9 +161,9 @@ def test_prompts_come_in_whole_cue_groups_as_a_shard_holds_them(tmp_path: Path) 
         whole = sizes.head(-1)  # the task's last group may be cut short
         dialog = whole.filter(pl.col("cue_type") == "dialog")
         dialog_groups += dialog.height
-        # A cluster's four histories share its group; every history has 4 base prompts.
-        assert set(dialog["rows"]) <= {16} and set(dialog["histories"]) <= {4}
-        assert set(whole.filter(pl.col("cue_type") != "dialog")["histories"]) <= {1}
+        # The runner batches by exact prefix: each history is its own group of 4 base prompts.
+        assert set(dialog["rows"]) <= {4} and set(dialog["histories"]) <= {1}
+        assert set(whole["histories"]) <= {1}
         assert table.group_by("history").len()["len"].max() == 4
         for text in table.filter(pl.col("cue_type") == "dialog")["text"]:
             assert text.startswith("USER: Can you help me think through") and len(text) > 2400
