@@ -10,8 +10,9 @@ largest table is read through ``runner.shard_prompts``.
                                    [--before] [--keep DIR] [--json PATH]
 
 ``--base-prompts N`` caps every task at N base prompts. ``--before`` also runs the
-implementation of the last commit (``git show HEAD:src/cueaudit/probing/expansion.py``) on
-1,000 base prompts of one task (``--before-base`` to change), the size issue 13 measured.
+per-row implementation of commit 2abd3ec, the last before prompt tables were normalised
+(``git show 2abd3ec:src/cueaudit/probing/expansion.py``), on 1,000 base prompts of one
+task (``--before-base`` to change), the size issue 13 measured.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ PAPER_TASKS = {"healthcare": 4440, "salary": 5000, "legal": 5000}
 NAME_SOURCES = ("rosenman", "elder_hayes", "tzioumis")
 DIALOG_CLUSTERS = 50
 DIALOG_CHARS = 2400
+#: The last commit whose expansion held every prompt's text (the "before" row).
+BEFORE_COMMIT = "2abd3ec"
 
 
 def _peak_rss_gb() -> float:
@@ -192,7 +195,9 @@ def main() -> None:
     parser.add_argument("--race-prediction", action="store_true", help="of the legal task")
     parser.add_argument("--shards", type=int, default=64)
     parser.add_argument("--shard-reads", type=int, default=5)
-    parser.add_argument("--before", action="store_true", help="also time HEAD's expansion")
+    parser.add_argument(
+        "--before", action="store_true", help=f"also time commit {BEFORE_COMMIT}'s expansion"
+    )
     parser.add_argument("--before-base", type=int, default=1000)
     parser.add_argument("--keep", type=Path, default=None, help="write the tables here")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
@@ -238,7 +243,7 @@ def main() -> None:
         print(json.dumps(results["race_prediction"]), flush=True)
     if args.before:
         old = subprocess.run(
-            ["git", "show", "HEAD:src/cueaudit/probing/expansion.py"],
+            ["git", "show", f"{BEFORE_COMMIT}:src/cueaudit/probing/expansion.py"],
             cwd=ROOT,
             check=True,
             capture_output=True,
