@@ -370,10 +370,12 @@ def test_stopping_early_stops_sending(monkeypatch: pytest.MonkeyPatch) -> None:
         backend = OpenAIBackend(settings(server.url, concurrency=2))
         answers = backend.generate(todo, DECODING)
         first = next(answers)
-        answers.close()
+        answers.close()  # joins the sender: nothing is sent after this
         sent = server.hits
-        time.sleep(0.5)
-        assert server.hits == sent < len(todo)
+        # Only the requests already on the wire (at most one per slot) can still arrive; a
+        # sender that went on would send hundreds in this second.
+        time.sleep(1.0)
+        assert server.hits <= sent + 2 < len(todo)
     assert 0 < len({r.uid for r, _ in first}) == len(first) <= 8
     assert not any(t.name == "openai-sender" for t in threading.enumerate())
 
