@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from cueaudit.config import RACE_PREDICTION, race_prediction_runs, seeds_of
+from cueaudit.cues.dialog.clusters import GROUPS
 from cueaudit.cues.explicit import explicit_descriptors
 from cueaudit.cues.names import load_name_lists, read_csv_records, sample_names
 from cueaudit.errors import InputError
 from cueaudit.probing.expansion import expected_prompt_count
-
-#: The four dialogs (Black/White x female/male) of every sampled cluster.
-GROUPS = 4
 
 
 @dataclass(frozen=True)
@@ -63,7 +61,7 @@ def name_count(names: Mapping[str, Any], base: Path) -> tuple[int, str | None]:
         derive = names.get("derive") or {}
         sources = [s for s in ("rosenman", "elder_hayes", "tzioumis") if s in derive]
         per_group = names.get("per_group") or derive.get("top_n", 50)
-        return len(sources) * GROUPS * per_group, "derived names: nominal count per subgroup"
+        return len(sources) * len(GROUPS) * per_group, "derived names: nominal count per subgroup"
     lists = load_name_lists([base / path for path in names["lists"].values()])
     return sample_names(lists, names.get("per_group"), names.get("sample_seed", 0)).height, None
 
