@@ -1,11 +1,14 @@
-"""Run a reference R script of this folder on a data frame; skip when R or a package is absent.
+"""Run a reference R script of this folder on a data frame; skip when R or a package is absent
+(fail instead when ``CUEAUDIT_REQUIRE_R=1``, as CI sets it, so a reference cannot go missing
+unnoticed).
 
 CI installs R from Debian: ``apt-get install -y --no-install-recommends r-base-core
-r-cran-lme4 r-cran-survival``.
+r-cran-lme4 r-cran-lmertest r-cran-clubsandwich r-cran-survival``.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,18 +19,25 @@ import pytest
 HERE = Path(__file__).resolve().parent
 
 
+def _missing(why: str) -> None:
+    if os.environ.get("CUEAUDIT_REQUIRE_R") == "1":
+        pytest.fail(f"{why}, and CUEAUDIT_REQUIRE_R=1")
+    pytest.skip(why)
+
+
 def require_r(package: str) -> str:
     """Path of Rscript, or skip the test naming what is missing."""
     rscript = shutil.which("Rscript")
     if rscript is None:
-        pytest.skip("Rscript is not installed (Debian: r-base-core)")
+        _missing("Rscript is not installed (Debian: r-base-core)")
+        raise AssertionError  # unreachable: _missing skips or fails
     probe = subprocess.run(
         [rscript, "-e", f"quit(status = !requireNamespace('{package}', quietly = TRUE))"],
         capture_output=True,
         timeout=120,
     )
     if probe.returncode != 0:
-        pytest.skip(f"R package {package} is not installed (Debian: r-cran-{package.lower()})")
+        _missing(f"R package {package} is not installed (Debian: r-cran-{package.lower()})")
     return rscript
 
 

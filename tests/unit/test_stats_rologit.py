@@ -235,3 +235,41 @@ def test_bad_input_is_refused() -> None:
         fit_rologit(x, bundle, np.ones(len(rank)))
     with pytest.raises(InputError, match="names"):
         fit_rologit(x, bundle, rank, names=["a"])
+
+
+def _strict_rankings(n_bundles: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    bundle = np.repeat(np.arange(n_bundles), 4)
+    x = rng.normal(size=(4 * n_bundles, 1))
+    utility = 0.5 * x[:, 0] + rng.gumbel(size=4 * n_bundles)
+    rank = np.empty(4 * n_bundles, dtype=np.int64)
+    for b in range(n_bundles):
+        rows = np.arange(4 * b, 4 * b + 4)
+        rank[rows[np.argsort(-utility[rows])]] = np.arange(1, 5)
+    return x, bundle, rank
+
+
+def test_a_regressor_constant_within_every_bundle_is_refused() -> None:
+    x, bundle, rank = _strict_rankings(60, 1)
+    level = np.random.default_rng(2).normal(size=60)[bundle]  # one value per bundle
+    with pytest.raises(InputError, match="no variation inside any informative ranking") as err:
+        fit_rologit(np.column_stack([x, level]), bundle, rank, names=["x", "bundle_level"])
+    assert err.value.field == "bundle_level"
+    # without it the same data fit, with a finite SE
+    assert np.isfinite(fit_rologit(x, bundle, rank, cluster=bundle // 2).se_cluster).all()
+
+
+def test_collinear_regressors_are_an_input_error_not_a_linalg_crash() -> None:
+    x, bundle, rank = _strict_rankings(60, 3)
+    with pytest.raises(InputError, match="collinear inside the rankings: x, twice_x"):
+        fit_rologit(np.column_stack([x, 2 * x]), bundle, rank, names=["x", "twice_x"])
+
+
+def test_complete_separation_has_no_finite_estimate() -> None:
+    x, bundle, _ = _strict_rankings(50, 4)
+    rank = np.empty_like(bundle)
+    for b in range(50):  # every ranking ordered exactly by x
+        rows = np.arange(4 * b, 4 * b + 4)
+        rank[rows[np.argsort(-x[rows, 0])]] = np.arange(1, 5)
+    with pytest.raises(InputError, match="complete separation"):
+        fit_rologit(x, bundle, rank, cluster=bundle // 5, names=["x"])

@@ -26,49 +26,45 @@ tests/unit/test_stats_mixed.py):
 - ``cov`` is ``sigma^2 (X' V^-1 X)^-1`` at the REML estimates, lme4's ``vcov``; ``se`` its
   square-root diagonal.
 - ``z = coef / se`` and ``p`` is two-sided from the standard normal (statsmodels' convention;
-  lme4 reports no p-value).
+  lme4 reports no p-value). :meth:`MixedResult.test` gives lmerTest's t test of a linear
+  combination instead, with Satterthwaite's degrees of freedom (below).
 - ``variance_components`` maps every factor name to its variance ``sigma^2 theta_k^2`` and
   ``"residual"`` to ``sigma^2``.
 - ``reml_criterion`` is lme4's "REML criterion at convergence" (minus twice the restricted
   log-likelihood).
+
+Satterthwaite's degrees of freedom follow lmerTest (Kuznetsova, Brockhoff & Christensen 2017):
+for a contrast ``L``, ``df = 2 (L' C L)^2 / (g' A g)`` with ``C`` the covariance of the fixed
+effects, ``g_k = L' (dC / d varpar_k) L`` and ``A = 2 H^+`` the asymptotic covariance of the
+variance parameters ``varpar = (theta, sigma)``, ``H`` the Hessian of the (unprofiled) REML
+deviance and ``H^+`` its inverse over eigenvalues above 1e-8. Both derivatives are numDeriv's
+Richardson differences (:mod:`cueaudit.stats.numdiff`), as lmerTest computes them, and are
+computed once per fit, on the first test (validated against ``lmerTest::contest`` in
+tests/unit/test_stats_satterthwaite.py).
+
+Identifiability is checked before fitting, as lme4 checks it: a factor with as many levels as
+observations (its variance cannot be told from the residual's), and two factors that partition
+the observations the same way (their variances cannot be told apart), are refused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import linalg, optimize, sparse, stats
 
 from cueaudit.errors import InputError
+from cueaudit.stats import numdiff
+from cueaudit.stats.multiplicity import TTest, t_test
 
 MAX_DENSE_LEVELS = 5000  # levels outside the largest factor that the dense step accepts
 SINGLE_THREAD_BELOW = 1000  # reduced systems smaller than this run on one BLAS thread
 RESIDUAL = "residual"
-
-
-@dataclass(frozen=True)
-class MixedResult:
-    names: list[str]
-    coef: np.ndarray
-    se: np.ndarray
-    z: np.ndarray
-    p: np.ndarray
-    cov: np.ndarray
-    variance_components: dict[str, float]
-    theta: dict[str, float]
-    n_levels: dict[str, int]
-    n_obs: int
-    reml_criterion: float
-    converged: bool
-    n_evaluations: int
-
-    def conf_int(self, level: float = 0.95) -> np.ndarray:
-        """Wald intervals, one row ``(low, high)`` per coefficient."""
-        half = stats.norm.ppf(0.5 + level / 2) * self.se
-        return np.column_stack([self.coef - half, self.coef + half])
+EIGEN_TOL = 1e-8  # lmerTest's tolerance for the Hessian's eigenvalues
 
 
 @dataclass(frozen=True)
@@ -86,6 +82,61 @@ class _Design:
     cross: np.ndarray  # [Z2 X y]'[Z2 X y]
     rest_factor: np.ndarray  # for each column of Z2, the index of its factor in phi[1:]
     rest_levels: np.ndarray  # levels of each factor of Z2
+
+
+@dataclass(frozen=True)
+class MixedResult:
+    names: list[str]
+    coef: np.ndarray
+    se: np.ndarray
+    z: np.ndarray
+    p: np.ndarray
+    cov: np.ndarray
+    variance_components: dict[str, float]
+    theta: dict[str, float]
+    n_levels: dict[str, int]
+    n_obs: int
+    reml_criterion: float
+    converged: bool
+    n_evaluations: int
+    _design: _Design | None = field(default=None, repr=False, compare=False)
+    _phi: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def conf_int(self, level: float = 0.95) -> np.ndarray:
+        """Wald intervals, one row ``(low, high)`` per coefficient."""
+        half = stats.norm.ppf(0.5 + level / 2) * self.se
+        return np.column_stack([self.coef - half, self.coef + half])
+
+    @functools.cached_property
+    def _varpar(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(A, J)``: the covariance of ``varpar = (theta, sigma)`` and the Jacobian of the
+        fixed-effect covariance in it (shape ``(p, p, K + 1)``)."""
+        if self._design is None or self._phi is None:
+            raise InputError("mixed model", "the fit holds no design to differentiate")
+        d = self._design
+        at = np.concatenate([np.sqrt(self._phi), [np.sqrt(self.variance_components[RESIDUAL])]])
+        with _blas_threads(len(d.rest_factor) + d.p + 1):
+            h = numdiff.hessian(lambda v: _deviance(d, v), at)
+            jac = numdiff.jacobian(lambda v: _covbeta(d, v), at)
+        values, vectors = np.linalg.eigh(h)
+        keep = values > EIGEN_TOL
+        inverse = (vectors[:, keep] / values[keep]) @ vectors[:, keep].T
+        return 2.0 * inverse, jac
+
+    def test(self, contrast: np.ndarray) -> TTest:
+        """The t test of ``contrast @ coef`` with Satterthwaite's degrees of freedom
+        (lmerTest's ``contest1D(ddf = "Satterthwaite")``)."""
+        c = np.asarray(contrast, dtype=np.float64).reshape(-1)
+        if c.shape != self.coef.shape:
+            raise InputError("mixed model", f"a contrast of {len(self.coef)} coefficients")
+        variance = float(c @ self.cov @ c)
+        if not variance > 0:
+            return t_test(float(c @ self.coef), np.nan, np.nan)
+        a, jac = self._varpar
+        grad = np.einsum("i,ijk,j->k", c, jac, c)
+        denominator = float(grad @ a @ grad)
+        df = 2.0 * variance**2 / denominator if denominator > 0 else np.inf
+        return t_test(float(c @ self.coef), float(np.sqrt(variance)), df)
 
 
 def _codes(values: np.ndarray, name: str, n: int) -> np.ndarray:
@@ -171,6 +222,58 @@ def _reduced(d: _Design, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
     m = scale[:, None] * k * scale[None, :]
     m[np.arange(r), np.arange(r)] += 1.0
     return k, m, diag
+
+
+def _factor(d: _Design, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The Cholesky factor of the reduced penalized system at ``phi`` and ``D``."""
+    _, m, diag = _reduced(d, phi)
+    return linalg.cholesky(m, lower=True, check_finite=False), diag
+
+
+def _deviance(d: _Design, varpar: np.ndarray) -> float:
+    """The REML deviance at ``varpar = (theta, sigma)`` (lmerTest's ``devfun_vp``): with
+    theta's conditional modes and fixed effects, ``log|L|^2 + PRSS / sigma^2 + (n - p)
+    log(2 pi sigma^2) + log|R_X|^2``. theta enters squared, so the deviance is even in each
+    component (numDeriv steps across zero at a variance on its boundary)."""
+    theta, sigma2 = varpar[:-1], varpar[-1] ** 2
+    chol, diag = _factor(d, theta**2)
+    r = len(d.rest_factor)
+    logdiag = np.log(np.diag(chol))
+    prss = chol[-1, -1] ** 2
+    value = float(np.log(diag).sum()) + 2.0 * logdiag[: r + d.p].sum() + prss / sigma2
+    return float(value + (d.n - d.p) * np.log(2.0 * np.pi * sigma2))
+
+
+def _covbeta(d: _Design, varpar: np.ndarray) -> np.ndarray:
+    """``sigma^2 (X' V^-1 X)^-1`` at ``varpar = (theta, sigma)`` (lmerTest's ``get_covbeta``)."""
+    theta, sigma2 = varpar[:-1], varpar[-1] ** 2
+    chol, _ = _factor(d, theta**2)
+    r = len(d.rest_factor)
+    inverse, _ = linalg.lapack.dtrtri(chol[r : r + d.p, r : r + d.p], lower=1)
+    return sigma2 * (inverse.T @ inverse)
+
+
+def _check_identifiable(codes: Mapping[str, np.ndarray], n: int) -> None:
+    """lme4's checks: fewer levels than observations; no two factors with one partition."""
+    for name, c in codes.items():
+        if int(c.max()) + 1 >= n:
+            raise InputError(
+                "mixed model",
+                f"{int(c.max()) + 1} levels for {n} observations: a factor with one level per "
+                "observation cannot be told from the residual",
+                name,
+            )
+    names = list(codes)
+    for i, a in enumerate(names):
+        for b in names[:i]:
+            pairs = np.unique(np.column_stack([codes[a], codes[b]]), axis=0)
+            if len(pairs) == int(codes[a].max()) + 1 == int(codes[b].max()) + 1:
+                raise InputError(
+                    "mixed model",
+                    f"factors {b!r} and {a!r} group the observations the same way: their "
+                    "variances cannot be told apart",
+                    a,
+                )
 
 
 def _criterion(d: _Design, phi: np.ndarray) -> tuple[float, np.ndarray]:
@@ -265,6 +368,7 @@ def fit_crossed_lmm(
             raise InputError("mixed model", "fewer than two levels", name)
     if n <= p:
         raise InputError("mixed model", f"{n} observations for {p} fixed effects")
+    _check_identifiable(codes, n)
     order = sorted(factor_names, key=lambda f: -n_levels[f])
     n_factors = len(order)
     r = sum(n_levels[f] for f in order[1:])
@@ -314,4 +418,6 @@ def fit_crossed_lmm(
         reml_criterion=float(fit.fun),
         converged=bool(np.isfinite(fit.fun)) and (bool(fit.success) or bool(at_optimum)),
         n_evaluations=int(fit.nfev),
+        _design=design,
+        _phi=phi,
     )

@@ -14,12 +14,14 @@ Conventions (validated in tests/unit/test_stats_multiplicity.py):
   region is ignored). Equivalence floor: the smallest symmetric margin that TOST at ``alpha``
   establishes with the given power when the true effect is 0,
   ``(z_{1-alpha} + z_{(1+power)/2}) SE`` = 2.9264 SE at .05 and .80.
+- With degrees of freedom ``df`` (a Satterthwaite t test) every z quantile and tail becomes
+  the t distribution's with ``df``; ``df = inf`` (the default) is the normal case above.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
@@ -29,28 +31,61 @@ from cueaudit.errors import InputError
 Verdict = Literal["equivalent", "different", "inconclusive"]
 
 
-def mde_factor(alpha: float = 0.05, power: float = 0.80) -> float:
-    return float(stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))
+INF = float("inf")
 
 
-def equivalence_factor(alpha: float = 0.05, power: float = 0.80) -> float:
-    return float(stats.norm.ppf(1 - alpha) + stats.norm.ppf((1 + power) / 2))
+def _quantile(q: float, df: float) -> float:
+    return float(stats.norm.ppf(q) if not np.isfinite(df) else stats.t.ppf(q, df))
+
+
+@dataclass(frozen=True)
+class TTest:
+    """A t test of one linear combination of coefficients (``df`` infinite: a z test)."""
+
+    estimate: float
+    se: float
+    df: float
+    t: float
+    p: float
+
+    def conf_int(self, level: float = 0.95) -> tuple[float, float]:
+        half = _quantile(0.5 + level / 2, self.df) * self.se
+        return self.estimate - half, self.estimate + half
+
+
+def t_test(estimate: float, se: float, df: float) -> TTest:
+    """The two-sided t test of ``estimate`` against 0; NaN throughout without a positive SE."""
+    if not (np.isfinite(se) and se > 0):
+        return TTest(float(estimate), np.nan, np.nan, np.nan, np.nan)
+    t = float(estimate) / float(se)
+    tail = stats.norm.sf(abs(t)) if not np.isfinite(df) else stats.t.sf(abs(t), df)
+    return TTest(float(estimate), float(se), float(df), t, float(2.0 * tail))
+
+
+def mde_factor(alpha: float = 0.05, power: float = 0.80, df: float = INF) -> float:
+    return _quantile(1 - alpha / 2, df) + _quantile(power, df)
+
+
+def equivalence_factor(alpha: float = 0.05, power: float = 0.80, df: float = INF) -> float:
+    return _quantile(1 - alpha, df) + _quantile((1 + power) / 2, df)
 
 
 MDE_FACTOR = mde_factor()  # 2.8016
 EQUIVALENCE_FACTOR = equivalence_factor()  # 2.9264
 
 
-def mde(se: float | np.ndarray, alpha: float = 0.05, power: float = 0.80) -> float | np.ndarray:
-    """Minimum detectable effect of a contrast with standard error ``se``."""
-    return mde_factor(alpha, power) * np.asarray(se, dtype=np.float64)
+def mde(
+    se: float | np.ndarray, alpha: float = 0.05, power: float = 0.80, df: float = INF
+) -> float | np.ndarray:
+    """Minimum detectable effect of a contrast with standard error ``se`` (and ``df``)."""
+    return mde_factor(alpha, power, df) * np.asarray(se, dtype=np.float64)
 
 
 def equivalence_floor(
-    se: float | np.ndarray, alpha: float = 0.05, power: float = 0.80
+    se: float | np.ndarray, alpha: float = 0.05, power: float = 0.80, df: float = INF
 ) -> float | np.ndarray:
     """Smallest symmetric equivalence margin reachable with ``power`` at a true effect of 0."""
-    return equivalence_factor(alpha, power) * np.asarray(se, dtype=np.float64)
+    return equivalence_factor(alpha, power, df) * np.asarray(se, dtype=np.float64)
 
 
 def bh_qvalues(p: np.ndarray) -> np.ndarray:
@@ -94,16 +129,21 @@ class TostResult:
     high: float
     alpha: float = 0.05
     power: float = 0.80
+    df: float = INF
+
+    @property
+    def _dist(self) -> Any:
+        return stats.norm if not np.isfinite(self.df) else stats.t(self.df)
 
     @property
     def p_low(self) -> float:
         """H0: effect <= low."""
-        return float(stats.norm.sf((self.estimate - self.low) / self.se))
+        return float(self._dist.sf((self.estimate - self.low) / self.se))
 
     @property
     def p_high(self) -> float:
         """H0: effect >= high."""
-        return float(stats.norm.cdf((self.estimate - self.high) / self.se))
+        return float(self._dist.cdf((self.estimate - self.high) / self.se))
 
     @property
     def p_tost(self) -> float:
@@ -112,12 +152,12 @@ class TostResult:
     @property
     def p_difference(self) -> float:
         """Two-sided, H0: effect = 0."""
-        return float(2 * stats.norm.sf(abs(self.estimate) / self.se))
+        return float(2 * self._dist.sf(abs(self.estimate) / self.se))
 
     @property
     def ci(self) -> tuple[float, float]:
         """The 1 - 2 alpha interval that TOST inspects."""
-        half = float(stats.norm.ppf(1 - self.alpha)) * self.se
+        half = _quantile(1 - self.alpha, self.df) * self.se
         return self.estimate - half, self.estimate + half
 
     @property
@@ -127,12 +167,12 @@ class TostResult:
 
     @property
     def mde(self) -> float:
-        return float(mde(self.se, self.alpha, self.power))
+        return float(mde(self.se, self.alpha, self.power, self.df))
 
     @property
     def floor(self) -> float:
         """The equivalence floor at the requested power."""
-        return float(equivalence_floor(self.se, self.alpha, self.power))
+        return float(equivalence_floor(self.se, self.alpha, self.power, self.df))
 
     @property
     def equivalent(self) -> bool:
@@ -179,8 +219,12 @@ def tost(
     margin: float | tuple[float, float],
     alpha: float = 0.05,
     power: float = 0.80,
+    df: float = INF,
 ) -> TostResult:
-    """Equivalence test of a contrast against ``(-margin, margin)`` or ``(low, high)``."""
+    """Equivalence test of a contrast against ``(-margin, margin)`` or ``(low, high)``, by
+    two one-sided t tests with ``df`` degrees of freedom (z tests when infinite)."""
+    if not df > 0:
+        raise InputError("TOST", f"degrees of freedom must be positive, got {df}", "df")
     if not (np.isfinite(estimate) and np.isfinite(se) and se > 0):
         raise InputError("TOST", f"need a finite estimate and a positive SE, got {estimate}, {se}")
     if isinstance(margin, tuple):
@@ -189,4 +233,4 @@ def tost(
         low, high = -float(margin), float(margin)
     if not low < 0 < high:
         raise InputError("TOST", f"the margin must satisfy low < 0 < high, got ({low}, {high})")
-    return TostResult(float(estimate), float(se), low, high, alpha, power)
+    return TostResult(float(estimate), float(se), low, high, alpha, power, float(df))

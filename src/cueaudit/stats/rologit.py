@@ -31,6 +31,14 @@ at least one informative bundle. R's ``coxph(..., cluster=)`` reports the same s
 without ``G/(G-1)``; statsmodels ``PHReg.fit(groups=)`` too, but its score residuals are
 Breslow's even under Efron ties. The fit is Newton-Raphson with analytic gradient and Hessian
 and step halving.
+
+What the data cannot identify is refused with an ``InputError`` naming the regressor rather
+than given a number: a regressor without variation inside any informative bundle (the
+likelihood does not depend on it, and its "clustered SE" would be pure rounding), regressors
+that are collinear within the bundles, and complete separation (the rankings are ordered
+exactly by a combination of the regressors, so the likelihood rises towards 1 as that
+combination's coefficients grow without bound: Newton does not converge and the log-likelihood
+ends within 1e-6 of 0 or the coefficients beyond ``SEPARATION_BOUND``).
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from cueaudit.errors import InputError
 Ties = Literal["exact", "breslow", "efron"]
 TIES: tuple[str, ...] = ("exact", "breslow", "efron")
 MAX_EXACT_TIE = 6  # 6! = 720 orders: beyond this the enumeration is refused
+SEPARATION_BOUND = 20.0  # a log-worth difference of e^20: no ranking data identifies that
 
 
 @dataclass(frozen=True)
@@ -304,6 +313,7 @@ def fit_rologit(
         if np.any(c_of_bundle[b] != c):
             raise InputError("rank-ordered logit", "a bundle spans clusters", "cluster")
     xp = np.where(terms.rows[:, :, None] >= 0, x[terms.rows], 0.0)
+    _check_within(xp, terms, names)
 
     beta = np.zeros(k) if start is None else np.asarray(start, dtype=np.float64).reshape(k)
     ll, scores, hess = _evaluate(terms, xp, beta)
@@ -324,6 +334,15 @@ def fit_rologit(
         beta = beta + step
         ll, scores, hess = new_ll, new_scores, new_hess
 
+    if max_iter > 0 and not converged and (ll > -1e-6 or np.max(np.abs(beta)) > SEPARATION_BOUND):
+        worst = names[int(np.argmax(np.abs(beta)))]
+        raise InputError(
+            "rank-ordered logit",
+            f"complete separation: the rankings are ordered exactly by the regressors "
+            f"(log-likelihood {ll:.3g}, coefficient {np.max(np.abs(beta)):.3g} after {it} "
+            "iterations), so the coefficients have no finite estimate",
+            worst,
+        )
     cov_model = np.linalg.inv(-hess)
     informative = np.zeros(terms.rows.shape[0], dtype=bool)
     informative[terms.group_bundle] = True
@@ -349,6 +368,37 @@ def fit_rologit(
         converged=converged,
         n_iter=it,
     )
+
+
+def _check_within(xp: np.ndarray, terms: _Terms, names: Sequence[str]) -> None:
+    """Refuse regressors the likelihood cannot see: constant inside every informative bundle,
+    or collinear with the others inside the bundles."""
+    informative = np.zeros(xp.shape[0], dtype=bool)
+    informative[terms.group_bundle] = True
+    present = terms.rows[informative] >= 0
+    rows = xp[informative]
+    counts = present.sum(axis=1, keepdims=True)
+    means = rows.sum(axis=1) / counts
+    within = np.where(present[:, :, None], rows - means[:, None, :], 0.0).reshape(-1, xp.shape[2])
+    scale = np.sqrt((within**2).sum(axis=0))
+    for j, name in enumerate(names):
+        if scale[j] <= 1e-12 * max(1.0, float(np.abs(rows[..., j]).max(initial=0.0))):
+            raise InputError(
+                "rank-ordered logit",
+                "no variation inside any informative ranking: the likelihood does not depend on "
+                "it, so it has no estimate",
+                name,
+            )
+    normed = within / scale
+    singular = np.linalg.svd(normed, compute_uv=False)
+    if singular[-1] < 1e-9 * singular[0]:
+        _, _, vt = np.linalg.svd(normed, full_matrices=False)
+        involved = [names[j] for j in np.flatnonzero(np.abs(vt[-1]) > 1e-6)]
+        raise InputError(
+            "rank-ordered logit",
+            f"regressors collinear inside the rankings: {', '.join(involved)}",
+            involved[0],
+        )
 
 
 def expected_rank_gain(delta: float, n_items: int) -> float:
