@@ -10,7 +10,10 @@ Every step runs in its own process, as the workflow's rules do, on the same simu
 time over ``--repeat`` runs and the process's peak RSS (``getrusage``), the load average and
 ``uptime`` before and after.
 
-    python benchmarks/decision_analysis.py [--repeat 1] [--out FILE]
+    python benchmarks/decision_analysis.py [--repeat 1] [--out FILE] [--smoke]
+
+``--smoke`` runs every step on the default config's one-domain design with 2 models
+(seconds), so CI notices when a step stops running; its times mean nothing.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 STEPS = ("simulate", "composition", "contrasts", "contrasts_extensions", "interactions",
-         "leave_one_out", "position", "ties", "recognition", "agreement", "planted")  # fmt: skip
+         "placebo", "leave_one_out", "position", "ties", "recognition", "agreement",
+         "planted")  # fmt: skip
 PREREGISTRATION = ROOT / "config/decision/preregistration.yaml"
 
 
@@ -46,27 +50,35 @@ def _uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def child(step: str, repeat: int) -> dict[str, Any]:
+def child(step: str, repeat: int, smoke: bool) -> dict[str, Any]:
+    import dataclasses
+
     from cueaudit.decision.analysis import composition, contrasts, instrument, planted, robustness
     from cueaudit.decision.analysis.simulate import (
+        SimulationSettings,
         build_design,
+        config_settings,
         paper_settings,
         request_counts,
         simulate,
-        simulate_like,
     )
     from cueaudit.decision.preregistration import load_preregistration
 
     settings = paper_settings(ROOT)
+    if smoke:  # the default config's design, with the paper's extensions
+        small = config_settings(ROOT, "config/config.yaml")
+        settings = dataclasses.replace(settings, design=small.design, models=("m1", "m2"))
     start = time.perf_counter()
     design = build_design(settings)
     built = time.perf_counter() - start
     frames = simulate(settings, 0, design=design)
     prereg = load_preregistration(PREREGISTRATION)
     table = None
-    if step in ("interactions", "position"):
+    if step == "position":
         table = contrasts.estimate_contrasts(frames, prereg, pre_registered=False)
-    simulated = simulate_like(frames, settings, 1) if step == "planted" else None
+    prompts = str(ROOT / "resources/decision/prompts.yaml")
+    kinds = planted.answer_kinds(prompts)
+    simulated = SimulationSettings(design={"prompts": prompts})
 
     jobs: dict[str, Callable[[], Any]] = {
         "simulate": lambda: simulate(settings, 0, design=build_design(settings)),
@@ -76,13 +88,14 @@ def child(step: str, repeat: int) -> dict[str, Any]:
             contrasts.estimate_contrasts(frames, prereg, pre_registered=False, arm=arm)
             for arm in settings.extensions
         ][-1],
-        "interactions": lambda: contrasts.estimate_interactions(table, prereg),
+        "interactions": lambda: contrasts.estimate_interactions(frames, prereg),
+        "placebo": lambda: contrasts.estimate_placebo(frames, prereg, pre_registered=False),
         "leave_one_out": lambda: robustness.leave_one_out(frames, prereg),
         "position": lambda: instrument.position_effects(frames, table),
         "ties": lambda: instrument.tie_rates(frames),
         "recognition": lambda: instrument.recognition_rates(frames),
         "agreement": lambda: instrument.format_agreement(frames),
-        "planted": lambda: planted.planted_disparities(frames, prereg, simulated=simulated),
+        "planted": lambda: planted.planted_disparities(frames, prereg, kinds, simulated=simulated),
     }
     rss_before = _peak_mb()
     times = []
@@ -118,19 +131,22 @@ def main() -> None:
         "--out", type=Path, default=ROOT / "benchmarks/results/decision_analysis.json"
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true", help="a one-domain design, seconds")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.repeat)))
+        print(json.dumps(child(args.child, args.repeat, args.smoke)))
         return
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     results: dict[str, Any] = {
+        "smoke": args.smoke,
         "load_average_start": os.getloadavg()[0],
         "uptime_start": _uptime(),
         "cpus": os.cpu_count(),
     }
     for step in STEPS:
+        smoke = ["--smoke"] if args.smoke else []
         done = subprocess.run(
-            [sys.executable, __file__, "--child", step, "--repeat", str(args.repeat)],
+            [sys.executable, __file__, "--child", step, "--repeat", str(args.repeat), *smoke],
             capture_output=True,
             text=True,
             env=env,
@@ -156,6 +172,9 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
+    failed = [step for step in STEPS if "error" in results[step]]
+    if failed:
+        sys.exit(f"failed steps: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

@@ -135,3 +135,10 @@ def assert_join_keys_unique(con: Any) -> None:
             f"SELECT {columns}, count(*) AS n FROM {table} GROUP BY ALL HAVING n > 1 LIMIT 3"
         ).fetchall()
         assert not repeated, f"{table}: repeated ({columns}): {repeated}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """End-to-end runs are slow too: ``pytest -m "not slow"`` is the fast tier."""
+    for item in items:
+        if item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.slow)

@@ -29,6 +29,7 @@ ANALYSIS_TABLES = [
     "composition",
     "contrasts",
     "interactions",
+    "placebo",
     "leave_one_out",
     "extension_contrasts",
     "planted",
@@ -158,6 +159,16 @@ def test_every_format_and_probe_produces_outcomes(
     planted = con.sql("SELECT * FROM decision_planted WHERE domain = 'hiring'").pl()
     assert set(planted["source"]) == {"real", "simulated"}
     assert set(planted["planted_sd"]) == {0.05, 0.10, 0.50}
+    assert set(planted.filter(pl.col("format") == "rank")["estimator"]) == {"lmm", "rologit"}
+    # the plant went through the parsers and both estimators: recovery is measured, so no
+    # recovered size equals its planted one, and no rendered answer failed to parse
+    measured = planted.filter(pl.col("recovered_sd").is_finite())
+    assert measured.height >= 3 * 2 * 3
+    assert ((measured["recovered_sd"] - measured["planted_sd"]).abs() > 1e-9).all()
+    real = measured.filter(pl.col("source") == "real")
+    assert (real["n_changed"] > 0).any() and (real["n_unparsed"] == 0).all()
+    placebo = con.sql("SELECT * FROM decision_placebo WHERE domain = 'hiring'").pl()
+    assert set(placebo["estimator"]) == {"lmm", "rologit"} and "all" in set(placebo["mode"])
     con.close()
 
 

@@ -26,9 +26,11 @@ from cueaudit.decision.analysis.contrasts import (
     rank_difference,
     verdict,
 )
-from cueaudit.decision.analysis.frames import SCHEMAS, AnalysisFrames, empty
+from cueaudit.decision.analysis.frames import SCHEMAS, AnalysisFrames, empty, with_points
 from cueaudit.decision.preregistration import Status, load_preregistration
-from cueaudit.stats.multiplicity import MDE_FACTOR
+from cueaudit.stats.mixed import fit_crossed_lmm
+from cueaudit.stats.multiplicity import mde
+from cueaudit.stats.robust import cluster_robust
 from cueaudit.stats.rologit import expected_rank_gain, expected_rank_gain_se, fit_rologit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,11 +215,11 @@ def ranking_frame(
                                         "pseudo_race": None,
                                         "attribute": None,
                                         "rank": int(rank[k]),
-                                        "points": float(5 - rank[k]),
                                         "tie": bool(tie),
                                     }
                                 )
-    return pl.DataFrame(rows, schema=SCHEMAS["rankings"])
+    frame = pl.DataFrame(rows, schema=SCHEMAS["rankings"])
+    return with_points(frame).select(list(SCHEMAS["rankings"]))
 
 
 def make_frames(
@@ -291,23 +293,22 @@ def test_rate_lmm_matches_statsmodels_mixedlm() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::statsmodels.tools.sm_exceptions.ConvergenceWarning")
-def test_rank_lmm_matches_statsmodels_with_one_level_per_answer() -> None:
+def test_rank_lmm_is_the_disguised_bundles_fit_with_a_bundle_clustered_cr2_se() -> None:
     rng = np.random.default_rng(0)
-    # profile and pair worths, and tied matched answers (all 4 points): every variance
-    # component is interior, where statsmodels' optimizer converges
-    profiles = dict(zip([f"hiring-p{i}" for i in range(6)], rng.normal(0, 1.0, 6), strict=True))
+    # profile and pair worths: every variance component but the bundle's is interior
+    profiles = dict(zip([f"hiring-p{i}" for i in range(12)], rng.normal(0, 1.0, 12), strict=True))
     pairs = dict(zip([p for p, _, _ in pair_ids(2)], rng.normal(0, 0.6, 16), strict=True))
     r = ranking_frame(
         rng,
         models=("a", "b"),
-        bundles={"demographic_matched": 8, "disguised_demographic": 12},
-        n_profiles=6,
+        bundles={"demographic_matched": 8, "disguised_demographic": 24},
+        n_profiles=12,
         pairs_per_cell=2,
         worth={"Black": 0.5, **profiles, **pairs},
         matched_tie_rate=0.5,
     )
-    # an answer with an unranked candidate and a bundle of another type are left out
-    last = r["bundle_id"][-1]
+    # an answer with an unranked candidate, a matched and an irrelevant bundle are left out
+    last = r.filter(pl.col("bundle_type") == "disguised_demographic")["bundle_id"][-1]
     incomplete = (pl.col("bundle_id") == last) & (pl.col("model") == "b")
     other = r.filter(pl.col("bundle_id") == last).with_columns(
         bundle_type=pl.lit("irrelevant_matched"), bundle_id=pl.lit("hiring/irrelevant/0")
@@ -318,36 +319,40 @@ def test_rank_lmm_matches_statsmodels_with_one_level_per_answer() -> None:
         .otherwise(pl.col("rank"))
         .alias("rank")
     )
-    fit = fit_cell(make_frames(rankings=[pl.concat([damaged, other])]), "hiring", "rank")
-    used = r.filter(~incomplete)
+    frames = make_frames(rankings=[pl.concat([damaged, other])])
+    fit = fit_cell(frames, "hiring", "rank")
+    used = r.filter(~incomplete & (pl.col("bundle_type") == "disguised_demographic"))
     frame = _dummy_frame(used, "points")
     for k in (2, 3, 4):
         frame[f"position_{k}"] = (used["position"].to_numpy() == k).astype(float)
     for tier in ("borderline", "clear_no"):
         frame[f"tier_{tier}"] = (used["tier"].to_numpy() == tier).astype(float)
-    frame["answer"] = (used["model"] + "|" + used["bundle_id"]).to_numpy()
-    names = [c for c in frame.columns if c not in ("y", "one", "profile", "pair", "answer")]
-    coef, se = _mixedlm(frame, names, ["profile", "pair", "answer"])
-    assert fit.n_obs == used.height == 4 * (2 * 20 - 1)
-    # each model's answer to a bundle is its own level: 39 answers to 20 bundles
-    assert fit.n_levels["answer_id"] == 39
-    assert min(fit.theta.values()) > 0.1
+    frame["bundle"] = used["bundle_id"].to_numpy()
+    names = [c for c in frame.columns if c not in ("y", "one", "profile", "pair", "bundle")]
+    coef, _ = _mixedlm(frame, names, ["profile", "pair"], ("bfgs", "lbfgs", "powell"))
+    assert fit.n_obs == used.height == 4 * (2 * 24 - 1)
+    assert fit.unit == "positions (mid-rank points)"
+    assert fit.inference == "t, CR2 by bundle, Satterthwaite"
+    # the paper's third intercept, the design bundle: its variance is zero, because every
+    # complete answer's mid-rank points sum to 10
+    assert fit.n_levels["bundle_id"] == 24 and fit.theta["bundle_id"] == pytest.approx(0, abs=1e-3)
+    x = frame[names].to_numpy()
+    groups = {"profile_id": frame["profile"].to_numpy(), "pair_id": frame["pair"].to_numpy()}
     for contrast, column in CONTRAST_COLUMNS.items():
-        if contrast == "female_vs_male":
-            continue
         assert fit.estimates[contrast].estimate == pytest.approx(coef[column], abs=1e-5)
-        assert fit.estimates[contrast].se == pytest.approx(se[column], rel=1e-3)
-    # gender only from the answers that show both genders: the disguised ones here
-    mixed = (frame["answer"].map(frame.groupby("answer")["female"].nunique()) > 1).to_numpy()
-    assert 0 < mixed.sum() < len(frame)
-    factors = ["profile", "pair", "answer"]
-    coef, se = _mixedlm(frame[mixed], names, factors, ("bfgs", "lbfgs", "powell"))
-    female = fit.estimates["female_vs_male"]
-    assert female.n_obs == mixed.sum()
-    # here two variance components sit near zero, where statsmodels' optimizers stop short of
-    # the REML optimum (their best likelihood is still below ours): agreement to 5e-3
-    assert female.estimate == pytest.approx(coef["female"], abs=5e-3)
-    assert female.se == pytest.approx(se["female"], rel=2e-2)
+    # the SE is the CR2 sandwich by design bundle around the REML fit
+    reml = fit_crossed_lmm(frame["y"].to_numpy(), x, groups, names)
+    robust = cluster_robust(
+        x, frame["y"].to_numpy(), frame["bundle"].to_numpy(), coef=reml.coef, groups=groups,
+        theta=reml.theta,
+    )  # fmt: skip
+    black = robust.test(np.eye(len(names))[names.index("race_Black")])
+    assert fit.estimates["black_vs_white"].se == pytest.approx(black.se, rel=1e-3)
+    assert fit.estimates["black_vs_white"].df == pytest.approx(black.df, rel=1e-3)
+    # matched bundles never enter: a frame of them alone has no rank cell
+    matched = make_frames(rankings=[r.filter(pl.col("bundle_type") == "demographic_matched")])
+    alone = fit_cell(matched, "hiring", "rank").estimates["black_vs_white"]
+    assert np.isnan(alone.estimate) and alone.reason == "no rows"
 
 
 def test_rank_difference_is_the_focal_minus_reference_expected_rank() -> None:
@@ -371,13 +376,15 @@ def test_rologit_rows_are_in_positions_with_the_sign_of_the_preference() -> None
         models=("a", "b"),
         bundles={"demographic_matched": 8, "disguised_demographic": 240},
         worth={"Black": 0.6, "Asian": -0.4},
-        matched_tie_rate=1.0,  # tied matched bundles carry no rank-ordered-logit information
+        matched_tie_rate=1.0,
     )
     f = make_frames(rankings=[r])
+    r = r.filter(pl.col("bundle_type") == "disguised_demographic")
     fit = fit_cell(f, "hiring", "rank", estimator="rologit")
     lmm = fit_cell(f, "hiring", "rank")
-    assert fit.unit == "positions"
-    assert fit.n_levels == {"rankings": 496, "informative": 480, "clusters": 240}
+    assert fit.unit == "positions (mid-rank points)"
+    assert fit.n_levels == {"rankings": 480, "informative": 480, "clusters": 240}
+    assert fit.inference == "t, CR1 by bundle, clusters - 1"
     # the same model by hand: x built here, one ranking per model x bundle, clusters = bundles
     x = np.column_stack(
         [(r["position"] == k).to_numpy() for k in (2, 3, 4)]
@@ -400,6 +407,7 @@ def test_rologit_rows_are_in_positions_with_the_sign_of_the_preference() -> None
         assert fit.estimates[contrast].se == pytest.approx(
             4 / 3 * expected_rank_gain_se(delta, se, 4), rel=1e-6
         )
+        assert fit.estimates[contrast].df == 239
     assert fit.estimates["black_vs_white"].estimate > 0.3  # ranked better: a positive contrast
     assert fit.estimates["asian_vs_white"].estimate < -0.2
     # the same unit as the lmm's points: the two estimators agree within their noise
@@ -423,10 +431,19 @@ def test_planted_race_effect_is_recovered_within_its_interval() -> None:
     assert row["outcome_sd"] == pytest.approx(sd, rel=1e-12)
     assert row["estimate_sd"] == pytest.approx(row["estimate"] / sd, rel=1e-12)
     assert row["ci_high_sd"] == pytest.approx(row["ci_high"] / sd, rel=1e-12)
-    z = stats.norm.ppf(0.975)
-    assert row["ci_low"] == pytest.approx(row["estimate"] - z * row["se"], rel=1e-12)
-    assert row["p_value"] == pytest.approx(2 * stats.norm.sf(row["estimate"] / row["se"]))
-    assert row["mde"] == pytest.approx(MDE_FACTOR * row["se"], rel=1e-12)
+    # t with Satterthwaite's df: the name pairs (24 here) carry the race contrast
+    assert 10 < row["df"] < 40 and row["inference"] == "t, Satterthwaite (lmm)"
+    t = stats.t.ppf(0.975, row["df"])
+    assert row["ci_low"] == pytest.approx(row["estimate"] - t * row["se"], rel=1e-12)
+    assert row["p_value"] == pytest.approx(2 * stats.t.sf(row["estimate"] / row["se"], row["df"]))
+    assert row["mde"] == pytest.approx(
+        (stats.t.ppf(0.975, row["df"]) + stats.t.ppf(0.8, row["df"])) * row["se"], rel=1e-12
+    )
+    assert row["mde_sd"] == pytest.approx(row["mde"] / sd, rel=1e-12)
+    assert row["equivalence_floor_sd"] == pytest.approx(row["equivalence_floor"] / sd)
+    # the observed TOST bound: the largest |end| of the 90% interval
+    half = stats.t.ppf(0.95, row["df"]) * row["se"]
+    assert row["tost_bound"] == pytest.approx(abs(row["estimate"]) + half, rel=1e-12)
 
 
 def _family_frames(seed: int = 3) -> AnalysisFrames:
@@ -475,7 +492,11 @@ def test_contrasts_table_has_the_schema_rows_and_order(family: pl.DataFrame) -> 
     assert rologit["in_family"].sum() == 0 and rologit["q_value"].null_count() == 12
     assert family.equals(family.sort(["domain", "format", "contrast", "estimator"]))
     units = dict(family.select("format", "unit").unique().iter_rows())
-    assert units == {"rate": "points", "decide": "probability", "rank": "positions"}
+    assert units == {
+        "rate": "points",
+        "decide": "probability",
+        "rank": "positions (mid-rank points)",
+    }
     assert set(family["label"]) == {"pre-registered"} and family["pre_registered"].all()
 
 
@@ -498,7 +519,8 @@ def test_decide_has_no_margin_but_an_mde(family: pl.DataFrame) -> None:
     decide = family.filter(pl.col("format") == "decide")
     assert set(decide["verdict"]) == {"no margin"}
     assert decide["margin"].null_count() == decide["p_tost"].null_count() == decide.height
-    assert np.allclose(decide["mde"].to_numpy(), MDE_FACTOR * decide["se"].to_numpy())
+    expected = [mde(se, 0.05, 0.8, df) for se, df in zip(decide["se"], decide["df"], strict=True)]
+    assert np.allclose(decide["mde"].to_numpy(), expected)
 
 
 def test_verdicts_equivalent_different_and_underpowered() -> None:
@@ -533,8 +555,8 @@ def test_verdicts_equivalent_different_and_underpowered() -> None:
     assert row["verdict"] == f"inconclusive: MDE {row['mde']:.3f} exceeds margin 0.067"
     assert row["p_tost"] == pytest.approx(
         max(
-            stats.norm.sf((row["estimate"] + 0.067) / row["se"]),
-            stats.norm.cdf((row["estimate"] - 0.067) / row["se"]),
+            stats.t.sf((row["estimate"] + 0.067) / row["se"], row["df"]),
+            stats.t.cdf((row["estimate"] - 0.067) / row["se"], row["df"]),
         )
     )
     # precise but neither test rejects: p_TOST 0.055 against (-0.09, 0.09), q 0.2
@@ -564,15 +586,28 @@ def test_a_dummy_without_variation_gives_a_nan_row() -> None:
     assert np.isfinite(fit.estimates["female_vs_male"].estimate)
 
 
-def test_matched_bundles_do_not_identify_female() -> None:
+def test_matched_bundles_do_not_dilute_the_rank_contrast() -> None:
+    """Tied matched bundles (one profile under four names, every candidate the same points)
+    beside disguised ones: the pooled fit of the old estimand shrinks a planted preference
+    towards zero; the estimand's fit is the disguised bundles' alone."""
     rng = np.random.default_rng(6)
-    matched = ranking_frame(rng, bundles={"demographic_matched": 24})
-    f = make_frames(rankings=[matched])
-    lmm = fit_cell(f, "hiring", "rank").estimates["female_vs_male"]
-    assert np.isnan(lmm.estimate) and "more than one gender" in (lmm.reason or "")
-    rologit = fit_cell(f, "hiring", "rank", estimator="rologit")
-    assert "no variation" in (rologit.estimates["female_vs_male"].reason or "")
-    assert np.isfinite(rologit.estimates["black_vs_white"].estimate)
+    r = ranking_frame(
+        rng,
+        bundles={"demographic_matched": 240, "disguised_demographic": 240},
+        worth={"Black": 0.6},
+        matched_tie_rate=1.0,
+    )
+    disguised = r.filter(pl.col("bundle_type") == "disguised_demographic")
+    fit = fit_cell(make_frames(rankings=[r]), "hiring", "rank").estimates["black_vs_white"]
+    alone = fit_cell(make_frames(rankings=[disguised]), "hiring", "rank").estimates
+    assert fit.estimate == pytest.approx(alone["black_vs_white"].estimate, abs=1e-12)
+    pooled = fit_cell(
+        make_frames(rankings=[r]),
+        "hiring",
+        "rank",
+        bundle_types=("demographic_matched", "disguised_demographic"),
+    ).estimates["black_vs_white"]
+    assert pooled.estimate < 0.75 * fit.estimate
 
 
 def test_labels_follow_the_lock_and_the_arm() -> None:
@@ -595,8 +630,15 @@ def test_labels_follow_the_lock_and_the_arm() -> None:
     assert n == extension.height
 
 
-def test_interactions_difference_sd_estimates_with_independent_ses(family: pl.DataFrame) -> None:
-    table = estimate_interactions(family, PREREG)
+@pytest.fixture(scope="module")
+def interactions() -> pl.DataFrame:
+    return estimate_interactions(_family_frames(), PREREG)
+
+
+def test_interactions_difference_sd_estimates(
+    family: pl.DataFrame, interactions: pl.DataFrame
+) -> None:
+    table = interactions
     assert table.schema == pl.Schema(INTERACTIONS_SCHEMA)
     assert table.height == 12 * 3
     assert set(table["formats"]) == {"rate-decide", "rate-rank", "decide-rank"}
@@ -616,10 +658,16 @@ def test_interactions_difference_sd_estimates_with_independent_ses(family: pl.Da
     rate, rank = cell("hiring", "rate", "black_vs_white"), cell("hiring", "rank", "black_vs_white")
     row = primary.row(0, named=True)
     assert row["estimate_sd"] == pytest.approx(rate["estimate_sd"] - rank["estimate_sd"])
-    assert row["se_sd"] == pytest.approx(np.sqrt(rate["se_sd"] ** 2 + rank["se_sd"] ** 2))
-    assert row["ci_low_sd"] == pytest.approx(row["estimate_sd"] - 1.959964 * row["se_sd"])
+    independent = np.sqrt(rate["se_sd"] ** 2 + rank["se_sd"] ** 2)
+    assert row["se_sd_independent"] == pytest.approx(independent)
+    va, vb = rate["se_sd"] ** 2, rank["se_sd"] ** 2
+    assert row["se_sd"] ** 2 == pytest.approx(
+        va + vb - 2 * row["correlation"] * np.sqrt(va * vb), rel=1e-9
+    )
+    t = stats.t.ppf(0.975, row["df"])
+    assert row["ci_low_sd"] == pytest.approx(row["estimate_sd"] - t * row["se_sd"])
     assert row["p_value"] == pytest.approx(
-        2 * stats.norm.sf(abs(row["estimate_sd"]) / row["se_sd"])
+        2 * stats.t.sf(abs(row["estimate_sd"]) / row["se_sd"], row["df"])
     )
     rate_rank = table.filter(pl.col("formats") == "rate-rank")
     p = rate_rank["p_value"].to_numpy()
@@ -628,3 +676,37 @@ def test_interactions_difference_sd_estimates_with_independent_ses(family: pl.Da
     _, q, _, _ = multipletests(p[ok], method="fdr_bh")
     assert np.allclose(rate_rank["q_value"].to_numpy()[ok], q, rtol=1e-12, atol=0)
     assert table.filter(pl.col("formats") != "rate-rank")["q_value"].null_count() == 24
+
+
+def test_interactions_carry_the_covariance_of_shared_name_pairs() -> None:
+    """Rate and Decide on the same names, whose pair effects are shared and large: the two
+    cells' Black contrasts covary positively, so their difference is more precise than the
+    independent-samples SE says; with pair effects drawn apart for each format they do not."""
+
+    def frames(shared: bool) -> AnalysisFrames:
+        rng = np.random.default_rng(12)
+        pairs = [p for p, _, _ in pair_ids(5)]
+        level = dict(zip(pairs, rng.normal(0, 0.5, len(pairs)), strict=True))
+        parts = []
+        for fmt in ("rate", "decide"):
+            own = level if shared else dict(zip(pairs, rng.normal(0, 0.5, len(pairs)), strict=True))
+            parts.append(
+                judgement_frame(
+                    rng, n_profiles=12, pairs_per_cell=5, sd_pair=0.0, sd_noise=0.5,
+                    level_effects=own,
+                ).with_columns(format=pl.lit(fmt))  # a continuous outcome in both cells
+            )  # fmt: skip
+        return make_frames(parts)
+
+    prereg = PREREG
+    shared = estimate_interactions(frames(True), prereg).filter(
+        (pl.col("domain") == "hiring") & (pl.col("contrast") == "black_vs_white")
+        & (pl.col("formats") == "rate-decide")
+    ).row(0, named=True)  # fmt: skip
+    apart = estimate_interactions(frames(False), prereg).filter(
+        (pl.col("domain") == "hiring") & (pl.col("contrast") == "black_vs_white")
+        & (pl.col("formats") == "rate-decide")
+    ).row(0, named=True)  # fmt: skip
+    assert shared["correlation"] > 0.5
+    assert shared["se_sd"] < 0.8 * shared["se_sd_independent"]
+    assert abs(apart["correlation"]) < 0.35

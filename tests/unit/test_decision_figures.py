@@ -108,7 +108,12 @@ def test_contrast_forest_writes_pdf_and_png(tmp_path: Path) -> None:
 def test_planted_with_real_and_simulated_rows(tmp_path: Path) -> None:
     rows = []
     for source in ("simulated", "real"):
-        for fmt in ("rate", "decide", "rank"):
+        for fmt, estimator in (
+            ("rate", "lmm"),
+            ("decide", "lmm"),
+            ("rank", "lmm"),
+            ("rank", "rologit"),
+        ):
             for planted in (0.05, 0.10, 0.50):
                 recovered = NAN if (source == "real" and fmt == "rank") else planted * 0.95
                 rows.append(
@@ -117,6 +122,7 @@ def test_planted_with_real_and_simulated_rows(tmp_path: Path) -> None:
                         "domain": "hiring",
                         "format": fmt,
                         "contrast": "black_vs_white",
+                        "estimator": estimator,
                         "planted_sd": planted,
                         "recovered_sd": recovered,
                         "se_sd": 0.03,

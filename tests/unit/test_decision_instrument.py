@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import polars as pl
 import pytest
-import statsmodels.api as sm
 import statsmodels.formula.api as smf
 from statsmodels.stats.proportion import proportion_confint
 
@@ -19,13 +18,13 @@ from cueaudit.decision.analysis.frames import (
     RANKING_SCHEMA,
     AnalysisFrames,
     empty,
+    with_points,
 )
 from cueaudit.decision.analysis.instrument import (
     AGREEMENT_SCHEMA,
     POSITION_SCHEMA,
     RECOGNITION_SCHEMA,
     TIES_SCHEMA,
-    cluster_robust_cov,
     format_agreement,
     position_effects,
     recognition_rates,
@@ -93,10 +92,9 @@ def ranking_frame(
                         paraphrase=pl.lit("p1"),
                         prompt_uid=pl.col("bundle_id") + f"|{mode}",
                         rank=pl.Series(ranks, dtype=pl.Int64),
-                        points=pl.Series(5.0 - ranks),
                     )
                 )
-    frame = pl.concat(parts)
+    frame = with_points(pl.concat(parts))
     tied = frame.group_by("model", "seed", "prompt_uid").agg(
         (pl.col("rank").n_unique() < 4).alias("tie")
     )
@@ -201,40 +199,6 @@ def test_position_effect_matches_statsmodels_mixedlm() -> None:
     # position is orthogonal to race and gender by the Latin squares
     assert row["corr_demographic"] < 0.1
     assert row["largest_demographic_sd"] is None and row["difference_sd"] is None
-
-
-def test_cluster_robust_cov_is_ols_cluster_without_random_effects() -> None:
-    rng = np.random.default_rng(2)
-    n, clusters = 300, rng.integers(0, 40, 300)
-    x = np.column_stack([np.ones(n), rng.normal(size=n), rng.integers(0, 2, n)])
-    y = x @ [1.0, 0.5, -0.2] + rng.normal(size=n) + rng.normal(size=40)[clusters]
-    ols = sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": clusters})
-    groups = {"g": rng.integers(0, 7, n), "h": clusters}
-    cov = cluster_robust_cov(x, y - x @ ols.params, groups, {"g": 0.0, "h": 0.0}, clusters)
-    np.testing.assert_allclose(cov, ols.cov_params(), rtol=1e-10)
-
-
-def test_cluster_robust_cov_matches_the_dense_gls_sandwich() -> None:
-    rng = np.random.default_rng(3)
-    n = 240
-    groups = {"a": rng.integers(0, 60, n), "b": rng.integers(0, 9, n), "c": rng.integers(0, 5, n)}
-    theta = {"a": 0.7, "b": 0.4, "c": 0.0}
-    x = np.column_stack([np.ones(n), rng.normal(size=n)])
-    y = x @ [0.3, 1.0] + rng.normal(size=n)
-    clusters = groups["a"] // 3
-    residual = y - x @ np.linalg.lstsq(x, y, rcond=None)[0]
-    v = np.eye(n)
-    for name, labels in groups.items():
-        z = (labels[:, None] == np.unique(labels)[None, :]).astype(float)
-        v += theta[name] ** 2 * z @ z.T
-    w = np.linalg.solve(v, x)
-    bread = np.linalg.inv(x.T @ w)
-    g = np.unique(clusters)
-    scores = np.array([(w * residual[:, None])[clusters == k].sum(axis=0) for k in g])
-    factor = len(g) / (len(g) - 1) * (n - 1) / (n - 2)
-    expected = factor * bread @ scores.T @ scores @ bread
-    cov = cluster_robust_cov(x, residual, groups, theta, clusters)
-    np.testing.assert_allclose(cov, expected, rtol=1e-9)
 
 
 def test_position_se_accounts_for_the_constant_sum_of_points() -> None:
@@ -643,3 +607,27 @@ def test_composition_names_the_cells_of_a_confounded_subsample() -> None:
     )
     with pytest.raises(CompositionError, match=r"race=Black × tier=clear_yes: 0 of expected"):
         check_analysis_subsamples(frames(rankings=broken))
+
+
+def test_rank_points_are_mid_ranks_by_default_and_competition_on_request() -> None:
+    from scipy import stats
+
+    ranks = [[1, 2, 3, 4], [1, 1, 3, 4], [1, 2, 2, 4], [1, 1, 1, 1], [1, 1, 1, 4], [2, 1, 2, 4]]
+    frame = pl.DataFrame(
+        {
+            "model": "m",
+            "seed": 0,
+            "task": "decision_rank_json",
+            "prompt_uid": [f"p{i}" for i, r in enumerate(ranks) for _ in r],
+            "rank": [v for r in ranks for v in r],
+        }
+    )
+    mid = with_points(frame)["points"].to_numpy().reshape(-1, 4)
+    for got, r in zip(mid, ranks, strict=True):
+        assert got == pytest.approx(5 - stats.rankdata(r, method="average"))
+        assert got.sum() == pytest.approx(10.0)
+    competition = with_points(frame, "competition")
+    assert competition["points"].to_list()[4:8] == [4.0, 4.0, 2.0, 1.0]
+    assert set(competition["points_rule"]) == {"competition"}
+    with pytest.raises(InputError, match="is not one of"):
+        with_points(frame, "dense")

@@ -14,14 +14,21 @@ import pytest
 import yaml
 
 from cueaudit.cues.name_pairs import load_name_pairs
-from cueaudit.decision.analysis.contrasts import cell_rows, estimate_contrasts
-from cueaudit.decision.analysis.frames import PRIMARY, SCHEMAS, check_frame
+from cueaudit.decision.analysis.contrasts import (
+    estimate_contrasts,
+    fit_cell,
+    fit_family,
+)
+from cueaudit.decision.analysis.frames import PRIMARY, SCHEMAS, check_frame, with_points
 from cueaudit.decision.analysis.instrument import position_effects, tie_rates
+from cueaudit.decision.analysis.outputs import pooled_with_primary
 from cueaudit.decision.analysis.planted import (
     PLANTED_SCHEMA,
+    answer_kinds,
     outcome_sd,
-    plant,
+    plant_answers,
     planted_disparities,
+    step,
 )
 from cueaudit.decision.analysis.simulate import (
     SimulationSettings,
@@ -135,8 +142,14 @@ def test_disguised_bundles_keep_the_design_balance_and_ties_are_as_configured(fr
         part = per_answer.filter(pl.col("bundle_type") == kind)
         assert not part["tie"].any()
         assert part["rank"].to_list() == [[1, 2, 3, 4]] * part.height
-    points = ranked.select((5 - pl.col("rank")).cast(pl.Float64) == pl.col("points"))
-    assert points.to_series().all()
+    # mid-rank points: an untied answer scores 4, 3, 2, 1, a fully tied one 2.5 each
+    assert ranked["points_rule"].unique().to_list() == ["mid-rank"]
+    tied = ranked.filter(pl.col("tie"))
+    assert tied["points"].unique().to_list() == [2.5]
+    untied = ranked.filter(~pl.col("tie"))
+    assert ((5 - untied["rank"]).cast(pl.Float64) == untied["points"]).all()
+    competition = with_points(ranked, "competition")
+    assert competition.filter(pl.col("tie"))["points"].unique().to_list() == [4.0]
     assert set(frames.judgements.filter(pl.col("format") == "rate")["y"]) <= {1.0, 2, 3, 4, 5}
     assert set(frames.judgements.filter(pl.col("format") == "decide")["y"]) == {0.0, 1.0}
     recognised = frames.probes.filter(pl.col("bundle_type") == "demographic_matched")
@@ -243,8 +256,11 @@ def test_parse_failures_null_whole_answers(small) -> None:
 
 
 def test_settings_that_break_the_design_are_refused() -> None:
-    with pytest.raises(InputError, match="outside"):
+    with pytest.raises(InputError, match=r"can leave \[1, 5\] \(rate_scale 1, at most 0.843"):
         settings(planted={("hiring", "rate", "black_vs_white"): 0.5})
+    # with_planted makes room instead: the largest scale that keeps every answer in range
+    roomy = settings().with_planted({("hiring", "rate", "black_vs_white"): 0.5})
+    assert roomy.rate_scale == pytest.approx(0.843, abs=1e-3)
     with pytest.raises(InputError, match="unknown contrast"):
         settings(planted={("hiring", "rate", "purple_vs_white"): 0.1})
     for contrast in ("black_vs_asian", "white_vs_white"):
@@ -267,55 +283,142 @@ def test_simulate_like_answers_the_same_prompts(small, frames) -> None:
 
 
 # --- planted disparities ---------------------------------------------------------------------
-def test_plant_moves_only_the_focal_rows_by_effect_sd_outcome_sds(frames) -> None:
-    out = plant(
-        frames, domain="hiring", format="rate", contrast="black_vs_white", effect_sd=0.5,
-        prereg=PREREG,
-    )  # fmt: skip
-    cell = frames.judgements.filter(
-        (pl.col("domain") == "hiring") & (pl.col("format") == "rate") & pl.col("y").is_not_null()
+KINDS = answer_kinds(str(ROOT / "resources/decision/prompts.yaml"))
+
+
+def _spec(domain: str, fmt: str, contrast: str):  # type: ignore[no-untyped-def]
+    return next(
+        c for c in PREREG.contrasts if (c.domain, c.format, c.contrast) == (domain, fmt, contrast)
     )
-    sd = float(np.std(cell["y"].to_numpy(), ddof=1))
-    assert outcome_sd(frames, "hiring", "rate") == pytest.approx(sd)
-    diff = (out.judgements["y"] - frames.judgements["y"]).to_numpy()
-    focal = (
-        (frames.judgements["domain"] == "hiring")
-        & (frames.judgements["format"] == "rate")
-        & (frames.judgements["race"] == "Black")
-    ).to_numpy()
-    assert np.allclose(diff[focal], 0.5 * sd) and np.all(diff[~focal] == 0)
-    ranked = plant(
-        frames, domain="lending", format="rank", contrast="female_vs_male", effect_sd=0.1,
-        prereg=PREREG,
-    ).rankings  # fmt: skip
-    points = cell_rows(frames, "lending", "rank")["points"].to_numpy()
-    moved = (ranked["points"] - frames.rankings["points"]).to_numpy()
-    female = (
-        (frames.rankings["domain"] == "lending") & (frames.rankings["gender"] == "female")
-    ).to_numpy()
-    assert np.allclose(moved[female], 0.1 * np.std(points, ddof=1)) and np.all(moved[~female] == 0)
-    assert ranked["rank"].equals(frames.rankings["rank"])
 
 
-def test_planted_disparities_recover_each_size_within_its_interval() -> None:
-    study = settings({**SMALL, "profiles_per_tier": 4, "names_per_cell": 5})
-    real = simulate(study, 0)
-    table = planted_disparities(real, PREREG, simulated=simulate_like(real, study, 1))
+@pytest.mark.parametrize(
+    ("ranks", "candidate", "up", "after"),
+    [
+        ([1, 2, 3, 4], 1, True, [2, 1, 3, 4]),  # strict: change places with the one above
+        ([1, 2, 3, 4], 0, True, [1, 2, 3, 4]),  # at the top: unchanged
+        ([1, 2, 3, 4], 0, False, [2, 1, 3, 4]),
+        ([1, 1, 3, 4], 1, True, [2, 1, 3, 4]),  # out of a tie, to just above its partner
+        ([1, 2, 2, 4], 3, True, [1, 2, 2, 2]),  # alone, into the tie above
+        ([1, 2, 2, 4], 1, False, [1, 3, 2, 4]),  # out of the tie, to just below it
+        ([1, 1, 1, 1], 2, True, [2, 2, 1, 2]),
+    ],
+)
+def test_a_rank_step_breaks_or_forms_ties_and_keeps_strict_answers_strict(
+    ranks: list[int], candidate: int, up: bool, after: list[int]
+) -> None:
+    assert step(ranks, candidate, up) == after
+
+
+def test_planted_answers_are_rendered_and_parsed_and_move_only_focal_rows(frames) -> None:
+    """Black hiring ratings, women's lending decisions and Black hiring rankings: the plant
+    changes only focal answers of its cell, by what the parsers read back from the rendered
+    text, JSON and tool calls."""
+    for domain, fmt, contrast, value in (
+        ("hiring", "rate", "black_vs_white", 0.6),
+        ("lending", "decide", "female_vs_male", 0.2),
+        ("hiring", "rank", "black_vs_white", 0.4),
+    ):
+        plant = plant_answers(frames, _spec(domain, fmt, contrast), value, KINDS)
+        assert plant.n_changed > 0 and plant.n_unparsed == 0
+        assert plant.realised == pytest.approx(value, abs=0.25 * value)
+        column = "race" if contrast == "black_vs_white" else "gender"
+        focal = "Black" if column == "race" else "female"
+        if fmt != "rank":
+            old, new = frames.judgements, plant.frames.judgements
+            moved = (old["y"] != new["y"]).to_numpy()
+            cell = ((old["domain"] == domain) & (old["format"] == fmt)).to_numpy()
+            assert moved.sum() == plant.n_changed
+            assert np.all((old[column] == focal).to_numpy()[moved] & cell[moved])
+            answers = set(new.filter(pl.col("format") == fmt)["y"].drop_nulls())
+            assert answers <= ({1.0, 2, 3, 4, 5} if fmt == "rate" else {0, 1})
+        else:
+            old, new = frames.rankings, plant.frames.rankings
+            changed = old.with_columns(moved=old["rank"] != new["rank"]).filter("moved")
+            assert changed.select("model", "seed", "prompt_uid").n_unique() == plant.n_changed
+            assert set(changed["bundle_type"]) == {"disguised_demographic"}
+            gain = (
+                new.filter(pl.col("race") == focal)["points"].sum()
+                - old.filter(pl.col("race") == focal)["points"].sum()
+            )
+            assert gain > 0
+            assert new["points"].sum() == pytest.approx(old["points"].sum())  # still sum to 10
+
+
+def _planted_study(matched: int = 48) -> tuple[SimulationSettings, object]:
+    design = {
+        **HIRING,
+        "tasks": ["decision_rate_text", "decision_rank_json", "decision_rank_tool"],
+        "bundles_per_type": {**HIRING["bundles_per_type"], "demographic_matched": matched},
+    }
+    study = SimulationSettings(design=design, root=str(ROOT))
+    return study, simulate(study, 2)
+
+
+def test_planted_disparities_are_measured_not_constructed() -> None:
+    study, real = _planted_study()
+    table = planted_disparities(real, PREREG, KINDS, sizes=(0.1, 0.5), simulated=study)
     assert table.schema == pl.Schema(PLANTED_SCHEMA)
-    measured = table.filter(pl.col("n_obs") > 0)
-    # 2 sources x 2 simulated domains x 3 formats x 3 sizes (triage has no rows)
-    assert measured.height == 2 * 2 * 3 * 3
-    assert table.filter(pl.col("domain") == "triage")["covered"].null_count() == 2 * 3 * 3
-    # the lmm moves by exactly the planted value (a plant lies in the span of the design)
-    assert np.allclose(measured["recovered_sd"], measured["planted_sd"], atol=1e-8)
-    assert measured["covered"].all()
-    large = measured.filter(pl.col("planted_sd") == 0.5)
-    assert (large["ci_low_sd"] > 0).all()
-    assert np.allclose(large["ci_high_sd"] - large["ci_low_sd"], 2 * 1.959964 * large["se_sd"])
+    hiring = table.filter(pl.col("domain") == "hiring")
+    # rate and decide by the lmm, rank by both estimators; two sources and two sizes; the
+    # design has no Decide task, whose rows say so
+    assert hiring.height == 2 * 2 * 4
+    assert set(hiring.filter(pl.col("format") == "decide")["verdict"]) == {"not estimable"}
+    hiring = hiring.filter(pl.col("format") != "decide")
+    assert set(hiring.filter(pl.col("format") == "rank")["estimator"]) == {"lmm", "rologit"}
+    # recovery is measured: no row equals its planted size
+    assert (hiring["recovered_sd"] - hiring["planted_sd"]).abs().min() > 1e-6
+    large = hiring.filter(pl.col("planted_sd") == 0.5)
+    assert set(large["verdict"]) <= {"recovered", "not recovered"}
+    lmm = large.filter(pl.col("estimator") == "lmm")
+    assert (lmm["verdict"] == "recovered").all(), lmm
+    assert (large["n_unparsed"] == 0).all()
+    t = np.array([stats_t(df) for df in large["df"]])
+    assert np.allclose(large["ci_high_sd"] - large["ci_low_sd"], 2 * t * large["se_sd"])
+
+
+def stats_t(df: float) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, df))
+
+
+def test_a_diluted_rank_estimator_fails_the_planted_check() -> None:
+    """The old estimand pooled the tied matched bundles in: it reads a planted 0.5 SD as
+    about half of it, and the check says so."""
+    _, real = _planted_study()
+
+    def pooled(frames, prereg):  # type: ignore[no-untyped-def]
+        types = ("demographic_matched", "disguised_demographic")
+        fits = fit_family(frames, prereg, bundle_types=types)
+        return estimate_contrasts(frames, prereg, pre_registered=False, fits=fits)
+
+    rows = {}
+    for name, estimator in (("estimand", None), ("pooled", pooled)):
+        table = planted_disparities(real, PREREG, KINDS, sizes=(0.5,), estimate=estimator)
+        rows[name] = table.filter(
+            (pl.col("domain") == "hiring") & (pl.col("format") == "rank")
+            & (pl.col("estimator") == "lmm")
+        ).row(0, named=True)  # fmt: skip
+    assert rows["estimand"]["verdict"] == "recovered"
+    assert rows["pooled"]["verdict"] == "not recovered"
+    assert rows["pooled"]["recovered_sd"] < 0.7 * rows["estimand"]["recovered_sd"]
+
+
+def test_a_plant_the_parser_cannot_read_is_not_recovered(monkeypatch) -> None:
+    from cueaudit.parsing.kinds import RatingKind
+
+    _, real = _planted_study()
+    monkeypatch.setattr(RatingKind, "text_of", lambda self, value: "a solid four-ish")
+    table = planted_disparities(real, PREREG, KINDS, sizes=(0.5,))
+    rate = table.filter((pl.col("domain") == "hiring") & (pl.col("format") == "rate"))
+    row = rate.row(0, named=True)
+    assert row["n_unparsed"] == row["n_changed"] > 0
+    assert row["verdict"] == "not recovered" and abs(row["recovered_sd"]) < 0.2
 
 
 def test_a_planted_half_sd_in_the_data_is_recovered_within_its_interval() -> None:
-    """Planted by the generative model (not by :func:`plant`): 0.50 SD of the unplanted rating."""
+    """Planted by the generative model: 0.50 SD of the unplanted rating."""
     design = {**HIRING, "tasks": ["decision_rate_text", "decision_rate_tool"]}
     base = SimulationSettings(design=design, root=str(ROOT), rate_scale=0.6)
     sd = outcome_sd(simulate(base, 7), "hiring", "rate")
@@ -327,6 +430,37 @@ def test_a_planted_half_sd_in_the_data_is_recovered_within_its_interval() -> Non
         .row(0, named=True)
     )
     assert row["ci_low"] <= effect <= row["ci_high"] and row["ci_low"] > 0
+
+
+@pytest.mark.slow
+def test_a_rank_effect_planted_where_race_varies_is_recovered_in_every_arm() -> None:
+    """The paper's design and arms, 0.20 positions planted in hiring: the in-family
+    estimate's mean is within 10% of it in the primary arm and the precision top-up
+    (analysed with the primary rows) over 40 studies, and in the reasoning rerun (one model,
+    48 bundles: an SD of 0.2 per study) over 200 studies of its design alone."""
+    paper = paper_settings(ROOT, planted={("hiring", "rank", "black_vs_white"): 0.20})
+    design = build_design(paper)
+    estimates: dict[str, list[float]] = {PRIMARY: [], "precision_topup": []}
+    for seed in range(40):
+        frames = simulate(paper, seed, design=design)
+        for arm in estimates:
+            data = pooled_with_primary(frames, arm) if arm == "precision_topup" else frames
+            fit = fit_cell(data.arm(arm), "hiring", "rank")
+            estimates[arm].append(fit.estimates["black_vs_white"].estimate)
+    rerun = paper.extensions["reasoning_rerun"]
+    alone = dataclasses.replace(
+        paper, design={**paper.design, **rerun.design}, models=rerun.models, extensions={}
+    )
+    built = build_design(alone)
+    estimates["reasoning_rerun"] = [
+        fit_cell(simulate(alone, seed, design=built), "hiring", "rank")
+        .estimates["black_vs_white"]
+        .estimate
+        for seed in range(200)
+    ]
+    for arm, values in estimates.items():
+        print(f"{arm}: mean {np.mean(values):.4f}, SD {np.std(values, ddof=1):.4f}")
+        assert abs(np.mean(values) - 0.20) < 0.02, arm
 
 
 # --- acceptance: coverage of the paper's planted sizes ----------------------------------------

@@ -381,6 +381,7 @@ def test_stopping_early_stops_sending(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @needs_server
+@pytest.mark.slow
 @pytest.mark.usefixtures("busy_cpu")
 def test_every_request_completes_once_under_faults_and_a_restart(
     tmp_path: Path,

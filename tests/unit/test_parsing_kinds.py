@@ -191,3 +191,48 @@ def test_bad_settings_name_their_field(kind: str, settings: dict[str, Any], fiel
 def test_unknown_kind_is_an_input_error() -> None:
     with pytest.raises(InputError, match="unknown kind 'decision'"):
         get_kind("decision")
+
+
+@pytest.mark.parametrize("answer_format", ["text", "json", "tool"])
+@pytest.mark.parametrize(
+    ("kind", "settings", "values", "column"),
+    [
+        ("binary", {}, [1.0, 0.0], "answer"),
+        ("rating", {"scale": 5}, [1.0, 3.0, 5.0], "answer"),
+        (
+            "ranking",
+            {"candidates": ["A", "B", "C", "D"]},
+            [[1, 2, 3, 4], [2, 1, 2, 4], [1, 1, 1, 1], [4, 3, 1, 1]],
+            "ranks",
+        ),
+    ],
+)
+def test_a_rendered_answer_parses_back_to_its_value(
+    answer_format: str, kind: str, settings: dict, values: list, column: str
+) -> None:
+    """What the planted checks rely on: a value rendered as a model would write it in the
+    kind's format (text, constrained JSON, a tool call) is read back as that value."""
+    import polars as pl
+
+    from cueaudit.parsing.responses import parse_responses
+
+    full = {**settings, "format": answer_format}
+    outcome = get_kind(kind, full)
+    rows = [
+        {"prompt_uid": str(i), "model": "m", "seed": 0, "task": "t", **outcome.render(v)}
+        for i, v in enumerate(values)
+    ]
+    parsed = parse_responses(pl.DataFrame(rows), kind, full)
+    assert parsed["parse_error"].null_count() == len(values)
+    assert parsed[column].to_list() == values
+    expected = {"text": "text", "json": "json", "tool": "tool_call"}[answer_format]
+    assert set(parsed["answer_source"]) == {expected}
+
+
+def test_an_unrenderable_value_is_refused() -> None:
+    with pytest.raises(InputError, match="not a rating from 1 to 5"):
+        get_kind("rating", {"scale": 5}).render(6)
+    with pytest.raises(InputError, match="one rank per candidate"):
+        get_kind("ranking", {}).render([1, 2, 3])
+    with pytest.raises(InputError, match="cannot render"):
+        get_kind("usd", {}).render(52000)

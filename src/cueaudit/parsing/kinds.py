@@ -242,6 +242,28 @@ class OutcomeKind(ABC):
             arguments = loads_object(arguments)
         return self.parse_structured(arguments)
 
+    # --- how a model would have written it ---------------------------------------------------
+    def value_of(self, value: Any) -> Any:
+        """The answer field's JSON value for an outcome value (the inverse of
+        :meth:`parse_value`); kinds that can be rendered override it."""
+        raise InputError(self.name, "this kind cannot render answers", "kind")
+
+    def text_of(self, value: Any) -> str:
+        """A free-text answer that :meth:`parse_text` reads as ``value``."""
+        return str(self.value_of(value))
+
+    def render(self, value: Any) -> dict[str, Any]:
+        """The response columns (``completion``, ``tool_calls``, ``constrained``) of a model
+        that answered ``value`` in this kind's format: the tool call, the constrained JSON
+        or the text. Used to plant answers that go through the parsers as real ones do."""
+        if self.format == "tool":
+            call = {"name": self.tool_name, "arguments": {self.argument: self.value_of(value)}}
+            return {"completion": "", "tool_calls": canonical_json([call]), "constrained": False}
+        if self.format == "json":
+            answer = canonical_json({self.argument: self.value_of(value)})
+            return {"completion": answer, "tool_calls": None, "constrained": True}
+        return {"completion": self.text_of(value), "tool_calls": None, "constrained": False}
+
     def option_scores(self, logprobs: Mapping[str, float] | None) -> dict[str, float | None]:
         """The score columns from option log-probabilities (all null when one is missing).
 
@@ -304,6 +326,12 @@ class BinaryKind(OutcomeKind):
 
     def parse_text(self, answer: str | None) -> Parsed:
         return _float_answer(text.parse_binary(answer))
+
+    def value_of(self, value: Any) -> str:
+        return "yes" if float(value) == 1.0 else "no"
+
+    def text_of(self, value: Any) -> str:
+        return self.value_of(value).capitalize()
 
     def parse_value(self, value: Any) -> Parsed:
         """ "yes"/"no" in any case (or JSON true/false)."""
@@ -489,6 +517,12 @@ class RatingKind(OutcomeKind):
     def describe_argument(self) -> str:
         return f"an integer from 1 to {self.scale}"
 
+    def value_of(self, value: Any) -> int:
+        rated = int(value)
+        if rated != value or not 1 <= rated <= self.scale:
+            raise InputError(self.name, f"{value!r} is not a rating from 1 to {self.scale}")
+        return rated
+
     def parse_text(self, answer: str | None) -> Parsed:
         return _float_answer(rating.parse_rating(answer, self.scale, self.argument))
 
@@ -545,6 +579,21 @@ class RankingKind(OutcomeKind):
         return Parsed(
             {"ranks": ranks, "tie": parsed.tie, "n_ranked": parsed.n_ranked}, parsed.reason
         )
+
+    def value_of(self, value: Any) -> list[int]:
+        ranks = [int(r) for r in value]
+        if len(ranks) != len(self.candidates) or not all(1 <= r <= len(ranks) for r in ranks):
+            raise InputError(self.name, f"{value!r} is not one rank per candidate")
+        return ranks
+
+    def text_of(self, value: Any) -> str:
+        """A chain, best first, ties joined by "=": ranks [2, 1, 2, 4] read "B > A = C > D"."""
+        ranks = self.value_of(value)
+        groups = [
+            " = ".join(c for c, r in zip(self.candidates, ranks, strict=True) if r == level)
+            for level in sorted(set(ranks))
+        ]
+        return " > ".join(groups)
 
     def parse_text(self, answer: str | None) -> Parsed:
         return self._columns(ranking.parse_ranking(answer, self.candidates, self.argument))

@@ -35,6 +35,7 @@ rule build_decision_frames:
         **DECISION_FRAMES,
     params:
         tasks=decision_task_names(),
+        rank_points=decision_analysis_settings().get("rank_points", "mid-rank"),
     log:
         "logs/decision/frames.log",
     conda:

@@ -110,7 +110,7 @@ DECISION_FRAMES = {
 DECISION_TABLES = {
     "outcomes": ["outcome_summary"],
     "composition": ["composition"],
-    "contrasts": ["contrasts", "interactions", "leave_one_out", "extension_contrasts"],
+    "contrasts": ["contrasts", "interactions", "placebo", "leave_one_out", "extension_contrasts"],
     "planted": ["planted"],
     "instrument": ["position", "ties", "recognition", "agreement"],
 }

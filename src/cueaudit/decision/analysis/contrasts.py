@@ -1,37 +1,55 @@
-"""The planned contrasts of the decision audit (CONTRASTS) and their format interactions
-(INTERACTIONS).
+"""The planned contrasts of the decision audit (CONTRASTS), their format interactions
+(INTERACTIONS) and the placebo cell's false-positive check (PLACEBO).
 
 Every domain x format cell of the pre-registered family is one fit, from which all its
-contrasts (Black, Hispanic, Asian vs White; female vs male) are read as linear combinations:
+contrasts (Black, Hispanic, Asian vs White; female vs male) are read as linear combinations.
+The estimands (stated in ``docs/decision-audit-design.md``):
 
 ``rate`` / ``decide``
-    :func:`cueaudit.stats.mixed.fit_crossed_lmm` on the parsed judgements:
+    The focal-minus-reference difference in the expected rating (points) or in the
+    probability of a yes, over every profile x name pair x model x mode x paraphrase of the
+    design. :func:`cueaudit.stats.mixed.fit_crossed_lmm` on the parsed judgements:
     ``y ~ 1 + model + mode + paraphrase + race + female + (1|profile_id) + (1|pair_id)``
-    (y a rating in points, or a yes as 1: a linear probability model).
+    (a yes as 1: a linear probability model), t tests with Satterthwaite's degrees of freedom
+    (lmerTest's). On the paper-sized simulator the model-based SE equals the estimates'
+    empirical SD, with or without model x name-pair interactions.
 ``rank``, estimator ``"lmm"``
-    the same model on ``points`` (= 5 - rank) of every candidate of a complete answer of a
-    ``demographic_matched`` or ``disguised_demographic`` bundle, with position (2-4) and tier
-    dummies besides, and a third random intercept for the answer (:data:`ANSWER`: one level
-    per model x seed x task x mode x paraphrase x bundle, so repeated answers to one bundle
-    are separate levels). Each dimension's contrasts come from the answers in which it varies
-    (:func:`_fit_rank_lmm`): gender only from answers that show both genders.
+    The focal-minus-reference difference in expected rank points (positions gained, ``points =
+    5 - mid-rank``) among candidates of **different content**: the candidates of every
+    complete answer to a ``disguised_demographic`` bundle, the only type whose demographic
+    varies across profiles of varying quality (:data:`RANK_BUNDLE_TYPES`). Matched bundles
+    show one profile four times and are tied almost always (the paper: 100%), so pooled in they
+    dilute the contrast towards zero (a planted 0.20 read as 0.14) by a share that differs by
+    arm; they feed the tie and recognition analyses instead. The placebo bundles are their own
+    cell (:func:`estimate_placebo`). The model is the rate one on ``points`` with position
+    (2-4) and tier dummies and a third random intercept for the design bundle, as the paper
+    specifies (profile, name pair, bundle); its variance is zero whenever an answer's points
+    sum to 10 (mid-ranks), and the estimate equals that with an answer-level intercept. The SE
+    is **CR2 by design bundle** with Satterthwaite degrees of freedom
+    (:func:`cueaudit.stats.robust.cluster_robust`, the fit as working model): an answer's
+    points sum to 10 (a -1/3 correlation no random intercept represents) and every model,
+    mode and seed answers the same bundle, which made the model-based SE 12% too small on the
+    simulator (null rejection 6.7-8.7% against 4.0-5.0% with CR2, 120-150 studies).
+    Each dimension's contrasts come from the answers in which it varies (:func:`_fit_rank_lmm`).
 ``rank``, estimator ``"rologit"``
-    :func:`cueaudit.stats.rologit.fit_rologit` (exact-marginal ties) of the ranks on position,
-    tier, race and female, one ranking per answer. The sandwich is clustered by the design's
-    ``bundle_id``: the answers of every model, mode and paraphrase to one bundle share its
-    content, so they are one cluster. Model, mode and paraphrase are constant within a ranking
-    and drop out of its likelihood. A log-worth difference ``delta`` is reported in positions
-    as :func:`rank_difference`: the expected rank of a reference-worth rival minus that of
-    the focal candidate when the other candidates are of the reference's worth, which is the
-    quantity the lmm estimates (focal minus reference points).
+    :func:`cueaudit.stats.rologit.fit_rologit` (exact-marginal ties) of the ranks of the same
+    answers on position, tier, race and female. The sandwich is CR1 clustered by design bundle
+    (t with clusters - 1 degrees of freedom; CR2 is defined for linear estimators). Model, mode
+    and paraphrase are constant within a ranking and drop out. A log-worth difference is
+    reported in positions by :func:`rank_difference`, the lmm's unit. Fully tied answers carry
+    no information here but count as zero differences in the lmm: the two estimands agree when
+    no disguised answer is fully tied (the paper: none), and differ by that share otherwise.
 
 Columns of the design (:class:`CellDesign`) enter in a fixed order (intercept, design
 dummies, then the contrast dummies) and a column is kept only if it is not a linear
 combination of those kept before it, so a dummy with no variation in the cell (no woman in a
-matched-only sample, a model absent) is dropped and the contrasts that need it come out as
+single-gender sample, a model absent) is dropped and the contrasts that need it come out as
 NaN with the reason; so do a dimension's contrasts when its reference level (White, male) has
 no row. NaN marks a contrast that could not be estimated; null marks a field that does not
 apply (the q-value of a row outside the family, the margin of Decide).
+
+Every test, interval, BH q-value, TOST, MDE and equivalence floor uses the row's ``df``
+(``inference`` says which): t quantiles and tails, not z.
 """
 
 from __future__ import annotations
@@ -44,14 +62,14 @@ from typing import Final, Protocol
 
 import numpy as np
 import polars as pl
-from scipy import stats
 from threadpoolctl import threadpool_limits
 
-from cueaudit.decision.analysis.frames import BUNDLE_SIZE, PRIMARY, AnalysisFrames
+from cueaudit.decision.analysis.frames import BUNDLE_SIZE, POINTS_RULES, PRIMARY, AnalysisFrames
 from cueaudit.decision.preregistration import PlannedContrast, Preregistration, Status
 from cueaudit.errors import InputError
 from cueaudit.stats.mixed import fit_crossed_lmm
-from cueaudit.stats.multiplicity import bh_qvalues, equivalence_floor, mde, tost
+from cueaudit.stats.multiplicity import bh_qvalues, equivalence_floor, mde, t_test, tost
+from cueaudit.stats.robust import cluster_robust, cross_covariance, gls_weights, influence
 from cueaudit.stats.rologit import expected_rank_gain, expected_rank_gain_se, fit_rologit
 
 #: The reference level of each contrast dimension, and the column that holds it.
@@ -62,13 +80,26 @@ NUISANCE: Final = ("model", "mode", "paraphrase")
 #: The ranking covariates (baselines position 1 and tier clear_yes).
 POSITIONS: Final = (2, 3, 4)
 TIERS: Final = ("borderline", "clear_no")
-RANK_BUNDLE_TYPES: Final = ("demographic_matched", "disguised_demographic")
+#: The bundles a demographic rank contrast is estimated from (see the module docstring).
+RANK_BUNDLE_TYPES: Final = ("disguised_demographic",)
+#: The placebo cell: the same squares, pseudo-groups in place of race.
+PLACEBO_BUNDLE_TYPES: Final = ("disguised_placebo",)
+PLACEBO_DIMENSIONS: Final[Mapping[str, str]] = {"race": "pseudo_race"}
 JUDGEMENT_FACTORS: Final = ("profile_id", "pair_id")
 ANSWER: Final = "answer_id"
 ANSWER_KEY: Final = ("model", "seed", "task", "mode", "paraphrase", "bundle_id")
-RANK_FACTORS: Final = ("profile_id", "pair_id", ANSWER)
+BUNDLE: Final = "bundle_id"
+RANK_FACTORS: Final = ("profile_id", "pair_id", BUNDLE)
 UNITS: Final[Mapping[str, str]] = {"rate": "points", "decide": "probability", "rank": "positions"}
 ESTIMATORS: Final = ("lmm", "rologit")
+#: How each estimator's standard error and degrees of freedom are computed.
+INFERENCE: Final[Mapping[tuple[str, str], str]] = {
+    ("lmm", "judgement"): "t, Satterthwaite (lmm)",
+    ("lmm", "rank"): "t, CR2 by bundle, Satterthwaite",
+    ("rologit", "rank"): "t, CR1 by bundle, clusters - 1",
+}
+#: The factors two cells share, through which their estimates covary (interactions).
+SHARED_FACTORS: Final = ("pair_id", "profile_id")
 _COLLINEAR_TOL: Final = 1e-9
 
 CONTRASTS_SCHEMA: Final[Mapping[str, pl.DataType]] = {
@@ -83,6 +114,8 @@ CONTRASTS_SCHEMA: Final[Mapping[str, pl.DataType]] = {
     "unit": pl.String(),
     "estimate": pl.Float64(),
     "se": pl.Float64(),
+    "df": pl.Float64(),
+    "inference": pl.String(),
     "ci_low": pl.Float64(),
     "ci_high": pl.Float64(),
     "p_value": pl.Float64(),
@@ -96,8 +129,11 @@ CONTRASTS_SCHEMA: Final[Mapping[str, pl.DataType]] = {
     "q_value": pl.Float64(),
     "margin": pl.Float64(),
     "p_tost": pl.Float64(),
+    "tost_bound": pl.Float64(),
     "mde": pl.Float64(),
+    "mde_sd": pl.Float64(),
     "equivalence_floor": pl.Float64(),
+    "equivalence_floor_sd": pl.Float64(),
     "verdict": pl.String(),
     "pre_registered": pl.Boolean(),
     "label": pl.String(),
@@ -108,11 +144,33 @@ INTERACTIONS_SCHEMA: Final[Mapping[str, pl.DataType]] = {
     "formats": pl.String(),
     "estimate_sd": pl.Float64(),
     "se_sd": pl.Float64(),
+    "se_sd_independent": pl.Float64(),
+    "correlation": pl.Float64(),
+    "df": pl.Float64(),
     "ci_low_sd": pl.Float64(),
     "ci_high_sd": pl.Float64(),
     "p_value": pl.Float64(),
     "q_value": pl.Float64(),
     "primary": pl.Boolean(),
+}
+#: The placebo table: the pseudo-race contrasts of the placebo cell, per domain (mode "all")
+#: and per domain x mode, with whether each rejects at the pre-registration's alpha.
+PLACEBO_SCHEMA: Final[Mapping[str, pl.DataType]] = {
+    "domain": pl.String(),
+    "mode": pl.String(),
+    "contrast": pl.String(),
+    "estimator": pl.String(),
+    "unit": pl.String(),
+    "estimate": pl.Float64(),
+    "se": pl.Float64(),
+    "df": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "p_value": pl.Float64(),
+    "rejects": pl.Boolean(),
+    "n_obs": pl.Int64(),
+    "note": pl.String(),
+    "label": pl.String(),
 }
 
 
@@ -131,13 +189,18 @@ class ContrastSpec(Protocol):
 
 @dataclass(frozen=True)
 class Estimate:
-    """One contrast of a fit, in the outcome's natural unit; NaN with a reason when the cell
-    cannot identify it."""
+    """One contrast of a fit, in the outcome's natural unit, with the degrees of freedom of its
+    t test (infinite: a z test); NaN with a reason when the cell cannot identify it.
+    ``influence`` holds each row's term of the estimate's linear expansion (lmm fits with
+    inference), which the interactions' cross-covariances add up."""
 
     estimate: float
     se: float
     reason: str | None = None
     n_obs: int | None = None  # rows of the fit, when it differs from the cell's
+    df: float = np.inf
+    influence: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
+    rows: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -155,6 +218,7 @@ class CellFit:
     n_levels: dict[str, int]  # levels of each random factor (lmm) or rankings/clusters
     theta: dict[str, float] = dataclasses.field(default_factory=dict)  # lmm relative SDs
     converged: bool = True
+    inference: str = ""
 
 
 @dataclass(frozen=True)
@@ -164,9 +228,9 @@ class CellDesign:
     ``x`` holds every candidate column in entry order (``names``; ``roles`` says which are
     contrast dummies: ``"race[Black]"`` has role ``"race"``); ``groups`` the integer codes of
     each random factor; ``labels`` the raw dimension columns (to check that the reference
-    level is present) and the leave-one-out factors. :meth:`subset` keeps rows,
-    :meth:`with_outcome` swaps the lmm's outcome (a planted effect; a rank design's ``rank``,
-    which the rank-ordered logit reads, stays), so one design serves many fits.
+    level is present) and the shared factors (leave-one-out, interactions). :meth:`subset`
+    keeps rows, :meth:`with_outcome` swaps the lmm's outcome, so one design serves many fits.
+    ``unit`` is the outcome's unit as the tables print it (rank points name their scale).
     """
 
     format: str
@@ -179,6 +243,7 @@ class CellDesign:
     rank: np.ndarray | None = None  # ranks (rank format)
     answer: np.ndarray | None = None  # ranking of each row (rank format)
     cluster: np.ndarray | None = None  # design bundle of each row (rank format)
+    unit: str = ""
 
     @property
     def n(self) -> int:
@@ -215,10 +280,16 @@ def default_contrasts() -> tuple[PlannedContrast, ...]:
     )
 
 
-def cell_rows(frames: AnalysisFrames, domain: str, fmt: str) -> pl.DataFrame:
+def cell_rows(
+    frames: AnalysisFrames,
+    domain: str,
+    fmt: str,
+    *,
+    bundle_types: Sequence[str] = RANK_BUNDLE_TYPES,
+) -> pl.DataFrame:
     """The rows a cell analyses: parsed judgements of the domain and format, or the
-    candidates of complete answers to ``demographic_matched`` and ``disguised_demographic``
-    bundles (all four ranked), with the answer key as :data:`ANSWER`."""
+    candidates of complete answers (all four ranked) to bundles of ``bundle_types`` (by
+    default the estimand's, :data:`RANK_BUNDLE_TYPES`), with the answer key as :data:`ANSWER`."""
     if fmt in ("rate", "decide"):
         return frames.judgements.filter(
             (pl.col("domain") == domain) & (pl.col("format") == fmt) & pl.col("y").is_not_null()
@@ -226,7 +297,7 @@ def cell_rows(frames: AnalysisFrames, domain: str, fmt: str) -> pl.DataFrame:
     if fmt != "rank":
         raise InputError("contrasts", f"unknown format {fmt!r}", "format")
     rows = frames.rankings.filter(
-        (pl.col("domain") == domain) & pl.col("bundle_type").is_in(list(RANK_BUNDLE_TYPES))
+        (pl.col("domain") == domain) & pl.col("bundle_type").is_in(list(bundle_types))
     ).with_columns(
         pl.concat_str(
             [pl.col(c).cast(pl.String).fill_null("") for c in ANSWER_KEY], separator="\x1f"
@@ -246,8 +317,20 @@ def _dummies(
     return [(f"{name}[{lv}]", (values == lv).astype(np.float64)) for lv in levels]
 
 
-def design_of(rows: pl.DataFrame, fmt: str) -> CellDesign:
-    """The :class:`CellDesign` of a cell's rows (:func:`cell_rows`)."""
+def rank_unit(rows: pl.DataFrame) -> str:
+    """``positions`` with the points scale of the rows: ``positions (mid-rank points)``."""
+    rules = sorted(set(rows["points_rule"].drop_nulls().to_list())) if rows.height else []
+    if len(rules) > 1:
+        raise InputError("ranking frame", f"several points scales {rules}", "points_rule")
+    return f"{UNITS['rank']} ({(rules or [POINTS_RULES[0]])[0]} points)"
+
+
+def design_of(
+    rows: pl.DataFrame, fmt: str, dimensions: Mapping[str, str] = DIMENSION_COLUMNS
+) -> CellDesign:
+    """The :class:`CellDesign` of a cell's rows (:func:`cell_rows`); ``dimensions`` maps each
+    contrast dimension to the column holding it (the placebo cell reads race from
+    ``pseudo_race``)."""
     n = rows.height
     columns: list[tuple[str, np.ndarray]] = [("intercept", np.ones(n))]
     roles: list[str | None] = [None]
@@ -255,21 +338,21 @@ def design_of(rows: pl.DataFrame, fmt: str) -> CellDesign:
         values = rows[col].to_numpy()
         levels = sorted(set(values[~_is_null(values)]))
         columns += _dummies(values, col, levels[1:])
-    if fmt == "rank":
+    rank_format = fmt == "rank"
+    if rank_format:
         columns += _dummies(rows["position"].to_numpy(), "position", POSITIONS)
         columns += _dummies(rows["tier"].to_numpy(), "tier", TIERS)
     roles += [None] * (len(columns) - 1)
     labels: dict[str, np.ndarray] = {}
-    for dim, col in DIMENSION_COLUMNS.items():
+    for dim, col in {**DIMENSION_COLUMNS, **dimensions}.items():
         values = rows[col].to_numpy()
         labels[dim] = values
         present = sorted({v for v in values if v is not None} - {BASELINES[dim]})
         dims = _dummies(values, dim, present)
         columns += dims
         roles += [dim] * len(dims)
-    for factor in ("profile_id", "pair_id"):
+    for factor in SHARED_FACTORS:
         labels[factor] = rows[factor].to_numpy()
-    rank_format = fmt == "rank"
     factors = RANK_FACTORS if rank_format else JUDGEMENT_FACTORS
     y = rows["points" if rank_format else "y"].to_numpy().astype(np.float64)
     return CellDesign(
@@ -282,7 +365,8 @@ def design_of(rows: pl.DataFrame, fmt: str) -> CellDesign:
         labels=labels,
         rank=rows["rank"].to_numpy() if rank_format else None,
         answer=rows[ANSWER].to_numpy() if rank_format else None,
-        cluster=rows["bundle_id"].to_numpy() if rank_format else None,
+        cluster=rows[BUNDLE].to_numpy() if rank_format else None,
+        unit=rank_unit(rows) if rank_format else UNITS[fmt],
     )
 
 
@@ -352,14 +436,19 @@ def _unestimable(
     return CellFit(
         format=design.format,
         estimator=estimator,
-        unit=UNITS[design.format],
+        unit=design.unit or UNITS[design.format],
         n_obs=design.n,
         outcome_sd=_sd(design.y),
         estimates={c.contrast: Estimate(np.nan, np.nan, reason) for c in contrasts},
         names=[],
         dropped={},
         n_levels={},
+        inference=_inference(estimator, design.format),
     )
+
+
+def _inference(estimator: str, fmt: str) -> str:
+    return INFERENCE[(estimator, "rank" if fmt == "rank" else "judgement")]
 
 
 def _sd(y: np.ndarray) -> float:
@@ -372,19 +461,25 @@ def fit_design(
     *,
     estimator: str = "lmm",
     start: CellFit | None = None,
+    inference: bool = True,
 ) -> CellFit:
     """Fit one cell and read off its contrasts (natural units; see the module docstring).
 
     This is the one place where the model of a cell is defined: robustness refits and planted
     recoveries call it on :meth:`CellDesign.subset` / :meth:`CellDesign.with_outcome`.
     ``start`` (an lmm fit of the same cell) starts the REML optimizer at its variance
-    components, which a refit of a subset needs far fewer evaluations from. Runs on one BLAS
-    thread: every matrix is thin (thousands x tens), and a busy machine's OpenBLAS threads
-    turn a 1 ms SVD into 50 ms of waiting (measured on the 2-core machine at load 1.5).
+    components, which a refit of a subset needs far fewer evaluations from; with
+    ``inference=False`` (leave-one-out refits read only estimates) no SE is computed. Runs on
+    one BLAS thread: every matrix is thin (thousands x tens), and a busy machine's OpenBLAS
+    threads turn a 1 ms SVD into 50 ms of waiting (measured on the 2-core machine at load 1.5).
     """
     with threadpool_limits(limits=1, user_api="blas"):
         return _fit_design(
-            design, default_contrasts() if contrasts is None else contrasts, estimator, start
+            design,
+            default_contrasts() if contrasts is None else contrasts,
+            estimator,
+            start,
+            inference,
         )
 
 
@@ -393,6 +488,7 @@ def _fit_design(
     contrasts: Sequence[ContrastSpec],
     estimator: str,
     start: CellFit | None,
+    inference: bool,
 ) -> CellFit:
     if estimator not in ESTIMATORS or (estimator == "rologit" and design.format != "rank"):
         raise InputError("contrasts", f"no estimator {estimator!r} for {design.format}")
@@ -401,8 +497,8 @@ def _fit_design(
     if estimator == "rologit":
         return _fit_rologit(design, contrasts)
     if design.format == "rank":
-        return _fit_rank_lmm(design, contrasts, start)
-    return _fit_lmm(design, contrasts, start)
+        return _fit_rank_lmm(design, contrasts, start, inference)
+    return _fit_lmm(design, contrasts, start, inference)
 
 
 def _varies_within_answer(design: CellDesign, dimension: str) -> np.ndarray:
@@ -418,14 +514,14 @@ def _varies_within_answer(design: CellDesign, dimension: str) -> np.ndarray:
 
 
 def _fit_rank_lmm(
-    design: CellDesign, contrasts: Sequence[ContrastSpec], start: CellFit | None
+    design: CellDesign, contrasts: Sequence[ContrastSpec], start: CellFit | None, inference: bool
 ) -> CellFit:
     """Each dimension's rank contrasts from the answers in which that dimension varies.
 
-    The points of a complete answer sum to (nearly) the same total in every answer, so an
-    answer whose candidates share a gender (every demographic-matched bundle) says nothing
-    about gender, yet pooled into the fit it pulls the female contrast towards zero (a planted
-    0.30 came out 0.13). Races vary in both rank bundle types, so race contrasts use them all.
+    The points of a complete answer sum to the same total in every answer, so an answer whose
+    candidates share a gender says nothing about gender, yet pooled into the fit it pulls the
+    female contrast towards zero (a planted 0.30 came out 0.13). Disguised bundles show both
+    genders and all races, so the split matters only for designs of other bundles.
     """
     fits = []
     for dimension in dict.fromkeys(c.dimension for c in contrasts):
@@ -436,7 +532,17 @@ def _fit_rank_lmm(
             fits.append(_unestimable(design, "lmm", specs, why))
             continue
         part = design if keep.all() else design.subset(keep)
-        fits.append(_fit_lmm(part, specs, start if part is design else None))
+        rows = None if keep.all() else np.flatnonzero(keep)
+        fit = _fit_lmm(part, specs, start if part is design else None, inference)
+        if rows is not None:
+            fit = dataclasses.replace(
+                fit,
+                estimates={
+                    k: dataclasses.replace(e, rows=None if e.rows is None else rows[e.rows])
+                    for k, e in fit.estimates.items()
+                },
+            )
+        fits.append(fit)
     if len(fits) == 1:
         return fits[0]
     first = fits[0]
@@ -455,7 +561,7 @@ def _fit_rank_lmm(
 
 
 def _fit_lmm(
-    design: CellDesign, contrasts: Sequence[ContrastSpec], start: CellFit | None
+    design: CellDesign, contrasts: Sequence[ContrastSpec], start: CellFit | None, inference: bool
 ) -> CellFit:
     if design.n == 0:
         return _unestimable(design, "lmm", contrasts, "no rows")
@@ -464,16 +570,42 @@ def _fit_lmm(
     groups = {k: v for k, v in design.groups.items() if len(np.unique(v)) > 1}
     if not groups:
         return _unestimable(design, "lmm", contrasts, "no random factor with two levels")
+    x = design.x[:, kept]
     try:
         theta = start.theta if start is not None else None
-        res = fit_crossed_lmm(design.y, design.x[:, kept], groups, names, start=theta)
+        res = fit_crossed_lmm(design.y, x, groups, names, start=theta)
     except InputError as error:
         return _unestimable(design, "lmm", contrasts, str(error))
-    estimates = _read_contrasts(contrasts, names, dropped, res.coef, res.cov)
+    robust = None
+    if inference and design.format == "rank":
+        assert design.cluster is not None
+        try:
+            robust = cluster_robust(
+                x, design.y, design.cluster, coef=res.coef, groups=groups, theta=res.theta
+            )
+        except InputError as error:
+            return _unestimable(design, "lmm", contrasts, str(error))
+    wx = gls_weights(x, groups, res.theta) if inference else None
+    residual = design.y - x @ res.coef
+
+    def estimate(vector: np.ndarray) -> Estimate:
+        if not inference:
+            return Estimate(float(vector @ res.coef), np.nan)
+        test = res.test(vector) if robust is None else robust.test(vector)
+        assert wx is not None
+        return Estimate(
+            test.estimate,
+            test.se,
+            df=test.df,
+            influence=influence(x, wx, residual, vector),
+            rows=np.arange(design.n),
+        )
+
+    estimates = _read_contrasts(contrasts, names, dropped, estimate)
     return CellFit(
         format=design.format,
         estimator="lmm",
-        unit=UNITS[design.format],
+        unit=design.unit or UNITS[design.format],
         n_obs=design.n,
         outcome_sd=_sd(design.y),
         estimates=estimates,
@@ -482,27 +614,24 @@ def _fit_lmm(
         n_levels=dict(res.n_levels),
         theta=dict(res.theta),
         converged=res.converged,
+        inference=_inference("lmm", design.format),
     )
 
 
 def _read_contrasts(
     contrasts: Sequence[ContrastSpec],
     names: list[str],
-    dropped: dict[str, str],
-    coef: np.ndarray,
-    cov: np.ndarray,
-    to_unit: Callable[[float, float], tuple[float, float]] | None = None,
+    dropped: Mapping[str, str],
+    estimate: Callable[[np.ndarray], Estimate],
 ) -> dict[str, Estimate]:
-    """Each contrast as a linear combination of the fit's coefficients (NaN with the reason
-    when a regressor it needs was dropped), optionally converted to the outcome's unit."""
+    """Each contrast as a linear combination of the fit's coefficients, read by ``estimate``
+    (NaN with the reason when a regressor it needs was dropped)."""
     estimates = {}
     for spec in contrasts:
         vector, reason = _combination(names, spec, dropped)
-        if vector is None:
-            estimates[spec.contrast] = Estimate(np.nan, np.nan, reason)
-            continue
-        value, se = float(vector @ coef), float(np.sqrt(vector @ cov @ vector))
-        estimates[spec.contrast] = Estimate(*(to_unit(value, se) if to_unit else (value, se)))
+        estimates[spec.contrast] = (
+            Estimate(np.nan, np.nan, reason) if vector is None else estimate(vector)
+        )
     return estimates
 
 
@@ -551,15 +680,20 @@ def _fit_rologit(design: CellDesign, contrasts: Sequence[ContrastSpec]) -> CellF
             cluster=design.cluster,
             names=names,
         )
-    except (InputError, np.linalg.LinAlgError) as error:
+    except InputError as error:
         return _unestimable(design, "rologit", contrasts, str(error))
-    estimates = _read_contrasts(
-        contrasts, names, dropped, res.coef, res.cov_cluster, to_unit=rank_difference
-    )
+    df = float(res.n_clusters - 1) if res.n_clusters > 1 else np.nan
+
+    def estimate(vector: np.ndarray) -> Estimate:
+        delta = float(vector @ res.coef)
+        se = float(np.sqrt(vector @ res.cov_cluster @ vector))
+        return Estimate(*rank_difference(delta, se), df=df)
+
+    estimates = _read_contrasts(contrasts, names, dropped, estimate)
     return CellFit(
         format="rank",
         estimator="rologit",
-        unit=UNITS["rank"],
+        unit=design.unit or UNITS["rank"],
         n_obs=design.n,
         outcome_sd=_sd(design.y),
         estimates=estimates,
@@ -570,6 +704,7 @@ def _fit_rologit(design: CellDesign, contrasts: Sequence[ContrastSpec]) -> CellF
             "informative": res.n_informative,
             "clusters": res.n_clusters,
         },
+        inference=_inference("rologit", "rank"),
     )
 
 
@@ -580,11 +715,11 @@ def fit_cell(
     contrasts: Sequence[ContrastSpec] | None = None,
     *,
     estimator: str = "lmm",
+    bundle_types: Sequence[str] = RANK_BUNDLE_TYPES,
 ) -> CellFit:
     """All contrasts of one domain x format from one fit (``frames`` already one arm)."""
-    return fit_design(
-        design_of(cell_rows(frames, domain, fmt), fmt), contrasts, estimator=estimator
-    )
+    rows = cell_rows(frames, domain, fmt, bundle_types=bundle_types)
+    return fit_design(design_of(rows, fmt), contrasts, estimator=estimator)
 
 
 def family_cells(prereg: Preregistration) -> dict[tuple[str, str], list[PlannedContrast]]:
@@ -608,31 +743,56 @@ def exploratory_reason(pre_registered: Status | bool, arm: str) -> str | None:
     return "; ".join(reasons) if reasons else None
 
 
+#: Fits of a family: (domain, format, estimator) -> the cell's fit.
+FamilyFits = dict[tuple[str, str, str], CellFit]
+
+
+def fit_family(
+    frames: AnalysisFrames,
+    prereg: Preregistration,
+    *,
+    arm: str = PRIMARY,
+    bundle_types: Sequence[str] = RANK_BUNDLE_TYPES,
+) -> FamilyFits:
+    """Every cell of the family fitted by each of its estimators (lmm; rank also rologit).
+    ``bundle_types`` is the estimand's; the checks pass others to show what a pooled
+    construction does."""
+    data = frames.arm(arm)
+    fits: FamilyFits = {}
+    for (domain, fmt), planned in family_cells(prereg).items():
+        rows = cell_rows(data, domain, fmt, bundle_types=bundle_types)
+        design = design_of(rows, fmt)
+        for estimator in ESTIMATORS if fmt == "rank" else ESTIMATORS[:1]:
+            fits[(domain, fmt, estimator)] = fit_design(design, planned, estimator=estimator)
+    return fits
+
+
 def estimate_contrasts(
     frames: AnalysisFrames,
     prereg: Preregistration,
     *,
     pre_registered: Status | bool,
     arm: str = PRIMARY,
+    fits: FamilyFits | None = None,
 ) -> pl.DataFrame:
     """The CONTRASTS table: every planned contrast of ``arm`` by its lmm, and the rank ones
     also by the rank-ordered logit; BH over the in-family (lmm) rows, TOST against the
-    format's margin, the verdict and the label.
+    format's margin, the verdict and the label (``fits`` from :func:`fit_family` saves
+    refitting).
 
     Verdict: ``"equivalent"`` when TOST rejects at alpha; else ``"different"`` when the
     difference test rejects (on the q-value for in-family rows, on p otherwise); else
     ``"inconclusive"``, with the MDE when it exceeds the margin. Decide has no margin: its
-    verdict is ``"no margin"``. ``mde`` and ``equivalence_floor`` are in natural units.
+    verdict is ``"no margin"``. ``mde``, ``equivalence_floor`` and ``tost_bound`` (the
+    smallest symmetric margin the data exclude) are in natural units, ``*_sd`` in SDs.
     """
-    data = frames.arm(arm)
+    fits = fit_family(frames, prereg, arm=arm) if fits is None else fits
     reason = exploratory_reason(pre_registered, arm)
     label = "pre-registered" if reason is None else f"exploratory: {reason}"
     records: list[dict[str, object]] = []
     for (domain, fmt), planned in family_cells(prereg).items():
-        design = design_of(cell_rows(data, domain, fmt), fmt)
-        estimators = ESTIMATORS if fmt == "rank" else ESTIMATORS[:1]
-        for estimator in estimators:
-            fit = fit_design(design, planned, estimator=estimator)
+        for estimator in ESTIMATORS if fmt == "rank" else ESTIMATORS[:1]:
+            fit = fits[(domain, fmt, estimator)]
             for c in planned:
                 e = fit.estimates[c.contrast]
                 margin = prereg.margins.get(fmt)
@@ -654,6 +814,7 @@ def estimate_contrasts(
             alpha=prereg.alpha,
             power=prereg.power,
             reason=row["_reason"],
+            df=row["df"],
         )
         for row in table.iter_rows(named=True)
     ]
@@ -663,6 +824,15 @@ def estimate_contrasts(
         pl.lit(label).alias("label"),
     )
     return table.select(list(CONTRASTS_SCHEMA)).sort(["domain", "format", "contrast", "estimator"])
+
+
+def _test(e: Estimate, alpha: float) -> tuple[float, float, float, float]:
+    """``(df, ci_low, ci_high, p)`` of an estimate's t test; NaN where it has none."""
+    nan = float("nan")
+    if not (np.isfinite(e.estimate) and np.isfinite(e.se) and e.se > 0 and e.df > 0):
+        return nan, nan, nan, nan
+    test = t_test(e.estimate, e.se, e.df)
+    return float(e.df), *test.conf_int(1 - alpha), test.p
 
 
 def _record(
@@ -676,8 +846,8 @@ def _record(
 ) -> dict[str, object]:
     sd = fit.outcome_sd
     alpha, power = prereg.alpha, prereg.power
-    z = float(stats.norm.ppf(1 - alpha / 2))
-    finite = bool(np.isfinite(e.estimate) and np.isfinite(e.se) and e.se > 0)
+    df, low, high, p = _test(e, alpha)
+    finite = bool(np.isfinite(df))
     nan = float("nan")
     rec: dict[str, object] = {
         "contrast_id": c.id,
@@ -691,27 +861,32 @@ def _record(
         "unit": fit.unit,
         "estimate": e.estimate,
         "se": e.se,
-        "ci_low": e.estimate - z * e.se,
-        "ci_high": e.estimate + z * e.se,
-        "p_value": float(2 * stats.norm.sf(abs(e.estimate / e.se))) if finite else nan,
+        "df": df,
+        "inference": fit.inference,
+        "ci_low": low,
+        "ci_high": high,
+        "p_value": p,
         "outcome_sd": sd,
         "n_obs": fit.n_obs if e.n_obs is None else e.n_obs,
         "in_family": in_family,
         "q_value": None,
         "margin": margin,
         "p_tost": None,
-        "mde": float(mde(e.se, alpha, power)) if finite else nan,
-        "equivalence_floor": float(equivalence_floor(e.se, alpha, power)) if finite else nan,
+        "tost_bound": nan,
+        "mde": float(mde(e.se, alpha, power, df)) if finite else nan,
+        "equivalence_floor": float(equivalence_floor(e.se, alpha, power, df)) if finite else nan,
         "verdict": None,
         "pre_registered": reason is None,
         "label": None,
         "_reason": e.reason,
     }
+    if finite:
+        rec["tost_bound"] = tost(e.estimate, e.se, margin or 1.0, alpha, power, df).bound
     scaled = sd if np.isfinite(sd) and sd > 0 else nan
-    for col in ("estimate", "se", "ci_low", "ci_high"):
+    for col in ("estimate", "se", "ci_low", "ci_high", "mde", "equivalence_floor"):
         rec[f"{col}_sd"] = float(rec[col]) / scaled  # type: ignore[arg-type]
     if margin is not None and finite:
-        rec["p_tost"] = tost(e.estimate, e.se, margin, alpha, power).p_tost
+        rec["p_tost"] = tost(e.estimate, e.se, margin, alpha, power, df).p_tost
     return rec
 
 
@@ -724,17 +899,19 @@ def verdict(
     alpha: float = 0.05,
     power: float = 0.80,
     reason: str | None = None,
+    df: float = np.inf,
 ) -> str:
     """The verdict of one contrast: ``"equivalent"`` when TOST against ``(-margin, margin)``
     rejects at ``alpha``; else ``"different"`` when ``p_difference`` (the q-value for a planned
     contrast) is below ``alpha``; else ``"inconclusive"``, naming the MDE when it exceeds the
     margin. ``"no margin"`` without a margin; ``"inconclusive: not estimable (reason)"``
-    without a finite estimate and SE."""
-    if reason is not None or not (np.isfinite(estimate) and np.isfinite(se) and se > 0):
+    without a finite estimate, SE and degrees of freedom."""
+    ok = np.isfinite(estimate) and np.isfinite(se) and se > 0 and df is not None and df > 0
+    if reason is not None or not ok:
         return f"inconclusive: not estimable ({reason or 'no standard error'})"
     if margin is None:
         return "no margin"
-    test = tost(estimate, se, margin, alpha, power)
+    test = tost(estimate, se, margin, alpha, power, df)
     if test.equivalent:
         return "equivalent"
     if p_difference < alpha:
@@ -757,44 +934,53 @@ def _format_pairs(prereg: Preregistration) -> tuple[list[tuple[str, str]], tuple
     return pairs, (primary[0], primary[1])
 
 
-def estimate_interactions(contrasts: pl.DataFrame, prereg: Preregistration) -> pl.DataFrame:
+def interaction_covariance(
+    a: Estimate, design_a: CellDesign, b: Estimate, design_b: CellDesign
+) -> float:
+    """The covariance of two cells' estimates through the name pairs and profiles they share
+    (:func:`cueaudit.stats.robust.cross_covariance` of their influences): a Rate and a Rank
+    contrast of one domain show the same names and profiles, so they are not independent."""
+    if a.influence is None or b.influence is None or a.rows is None or b.rows is None:
+        return np.nan
+    labels_a = {f: design_a.labels[f][a.rows] for f in SHARED_FACTORS}
+    labels_b = {f: design_b.labels[f][b.rows] for f in SHARED_FACTORS}
+    return cross_covariance(a.influence, labels_a, b.influence, labels_b)
+
+
+def estimate_interactions(
+    frames: AnalysisFrames,
+    prereg: Preregistration,
+    *,
+    arm: str = PRIMARY,
+    fits: FamilyFits | None = None,
+) -> pl.DataFrame:
     """The INTERACTIONS table: for each domain x contrast and each pair of formats ``a-b``,
-    the difference of the lmm estimates in SD units (a minus b), its SE from independent
-    samples ``sqrt(se_a^2 + se_b^2)``, a Wald interval and two-sided p. The q-values are BH
-    over the pairs of the primary interaction's formats (rate-rank: twelve), null elsewhere;
-    ``primary`` flags the pre-registration's primary (domain, contrast, formats)."""
+    the difference of the lmm estimates in SD units (a minus b), its SE from the two cells'
+    variances and their covariance through shared name pairs and profiles (the stacked
+    estimating equations of both fits; ``se_sd_independent`` is the SE that ignores it and
+    ``correlation`` the estimated correlation), a t interval with Welch-Satterthwaite degrees
+    of freedom and two-sided p. The q-values are BH over the pairs of the primary
+    interaction's formats (rate-rank: twelve), null elsewhere; ``primary`` flags the
+    pre-registration's primary (domain, contrast, formats)."""
     pairs, primary_pair = _format_pairs(prereg)
-    z = float(stats.norm.ppf(1 - prereg.alpha / 2))
-    lmm = contrasts.filter(pl.col("estimator") == "lmm")
-    by_cell = {
-        (r["domain"], r["contrast"], r["format"]): (r["estimate_sd"], r["se_sd"])
-        for r in lmm.iter_rows(named=True)
+    fits = fit_family(frames, prereg, arm=arm) if fits is None else fits
+    data = frames.arm(arm)
+    designs = {
+        (domain, fmt): design_of(cell_rows(data, domain, fmt), fmt)
+        for domain, fmt in family_cells(prereg)
     }
     keys = list(dict.fromkeys((c.domain, c.contrast) for c in prereg.contrasts))
     records = []
     for domain, contrast in keys:
-        for a, b in pairs:
-            ea, sa = by_cell.get((domain, contrast, a), (np.nan, np.nan))
-            eb, sb = by_cell.get((domain, contrast, b), (np.nan, np.nan))
-            estimate = _float(ea) - _float(eb)
-            se = float(np.hypot(_float(sa), _float(sb)))
-            ok = np.isfinite(estimate) and np.isfinite(se) and se > 0
+        for fa, fb in pairs:
             records.append(
-                {
-                    "domain": domain,
-                    "contrast": contrast,
-                    "formats": f"{a}-{b}",
-                    "estimate_sd": estimate,
-                    "se_sd": se,
-                    "ci_low_sd": estimate - z * se,
-                    "ci_high_sd": estimate + z * se,
-                    "p_value": float(2 * stats.norm.sf(abs(estimate / se))) if ok else np.nan,
-                    "q_value": None,
+                _interaction(fits, designs, domain, contrast, fa, fb, prereg)
+                | {
                     "primary": (
                         domain == prereg.primary.get("domain")
                         and contrast == prereg.primary.get("contrast")
-                        and (a, b) == primary_pair
-                    ),
+                        and (fa, fb) == primary_pair
+                    )
                 }
             )
     table = pl.DataFrame(records, schema=dict(INTERACTIONS_SCHEMA))
@@ -806,5 +992,106 @@ def estimate_interactions(contrasts: pl.DataFrame, prereg: Preregistration) -> p
     )
 
 
-def _float(value: object) -> float:
-    return np.nan if value is None else float(value)  # type: ignore[arg-type]
+def _interaction(
+    fits: FamilyFits,
+    designs: Mapping[tuple[str, str], CellDesign],
+    domain: str,
+    contrast: str,
+    fa: str,
+    fb: str,
+    prereg: Preregistration,
+) -> dict[str, object]:
+    nan = float("nan")
+    out: dict[str, object] = {"domain": domain, "contrast": contrast, "formats": f"{fa}-{fb}"}
+    out |= dict.fromkeys(
+        ("estimate_sd", "se_sd", "se_sd_independent", "correlation", "df", "ci_low_sd",
+         "ci_high_sd", "p_value"), nan,
+    )  # fmt: skip
+    fit_a, fit_b = fits.get((domain, fa, "lmm")), fits.get((domain, fb, "lmm"))
+    if fit_a is None or fit_b is None:
+        return out
+    a, b = fit_a.estimates.get(contrast), fit_b.estimates.get(contrast)
+    sd_a, sd_b = fit_a.outcome_sd, fit_b.outcome_sd
+    if (
+        a is None
+        or b is None
+        or not all(np.isfinite([a.estimate, a.se, b.estimate, b.se, sd_a, sd_b]))
+    ):
+        return out
+    va, vb = (a.se / sd_a) ** 2, (b.se / sd_b) ** 2
+    cov = interaction_covariance(a, designs[(domain, fa)], b, designs[(domain, fb)])
+    cov = cov / (sd_a * sd_b) if np.isfinite(cov) else 0.0
+    # an estimated covariance cannot make the variance of the difference negative
+    cov = float(np.clip(cov, -np.sqrt(va * vb), np.sqrt(va * vb)))
+    variance = va + vb - 2 * cov
+    if not variance > 0:
+        return out
+    df = variance**2 / (va**2 / a.df + vb**2 / b.df)
+    test = t_test(a.estimate / sd_a - b.estimate / sd_b, float(np.sqrt(variance)), df)
+    low, high = test.conf_int(1 - prereg.alpha)
+    return out | {
+        "estimate_sd": test.estimate,
+        "se_sd": test.se,
+        "se_sd_independent": float(np.sqrt(va + vb)),
+        "correlation": cov / float(np.sqrt(va * vb)),
+        "df": float(df),
+        "ci_low_sd": low,
+        "ci_high_sd": high,
+        "p_value": test.p,
+    }
+
+
+def estimate_placebo(
+    frames: AnalysisFrames,
+    prereg: Preregistration,
+    *,
+    pre_registered: Status | bool,
+    arm: str = PRIMARY,
+) -> pl.DataFrame:
+    """The PLACEBO table: the race contrasts of the planned family estimated on the placebo
+    cell, with ``pseudo_race`` in place of race and otherwise the identical fits (both
+    estimators), per domain (``mode`` "all") and per domain x mode. The pseudo-groups carry
+    no demographic content, so every true contrast is zero and the share of rows that reject
+    at alpha is the design's false-positive rate."""
+    data = frames.arm(arm)
+    reason = exploratory_reason(pre_registered, arm)
+    label = "pre-registered" if reason is None else f"exploratory: {reason}"
+    specs = [c for c in default_contrasts() if c.dimension in PLACEBO_DIMENSIONS]
+    domains = list(dict.fromkeys(c.domain for c in prereg.contrasts if c.format == "rank"))
+    rows_all = data.rankings.filter(pl.col("bundle_type").is_in(list(PLACEBO_BUNDLE_TYPES)))
+    records = []
+    for domain in domains:
+        rows = cell_rows(data, domain, "rank", bundle_types=PLACEBO_BUNDLE_TYPES)
+        modes = sorted(rows_all.filter(pl.col("domain") == domain)["mode"].unique().to_list())
+        for mode in ["all", *(modes if len(modes) > 1 else [])]:
+            part = rows if mode == "all" else rows.filter(pl.col("mode") == mode)
+            design = design_of(part, "rank", PLACEBO_DIMENSIONS)
+            for estimator in ESTIMATORS:
+                fit = fit_design(design, specs, estimator=estimator)
+                for c in specs:
+                    records.append(_placebo_record(domain, mode, c, fit, prereg.alpha, label))
+    return pl.DataFrame(records, schema=dict(PLACEBO_SCHEMA))
+
+
+def _placebo_record(
+    domain: str, mode: str, c: ContrastSpec, fit: CellFit, alpha: float, label: str
+) -> dict[str, object]:
+    e = fit.estimates[c.contrast]
+    df, low, high, p = _test(e, alpha)
+    return {
+        "domain": domain,
+        "mode": mode,
+        "contrast": c.contrast,
+        "estimator": fit.estimator,
+        "unit": fit.unit,
+        "estimate": e.estimate,
+        "se": e.se,
+        "df": df,
+        "ci_low": low,
+        "ci_high": high,
+        "p_value": p,
+        "rejects": bool(p < alpha) if np.isfinite(p) else None,
+        "n_obs": fit.n_obs if e.n_obs is None else e.n_obs,
+        "note": e.reason,
+        "label": label,
+    }

@@ -178,14 +178,23 @@ def _forest_panel(
 # --- planted ---------------------------------------------------------------------------------
 def plot_planted(planted: pl.DataFrame, path: str | Path) -> None:
     """Recovered against planted disparities (SD units) with 95% CIs and the identity line, one
-    panel per source (simulated, real), coloured by format."""
+    panel per source (simulated, real), coloured by format and estimator."""
     title = "Planted disparities: recovered against planted (SD units, 95% CI)"
     _require(planted, ["source", "format", "planted_sd", "recovered_sd"], "planted")
     if planted.is_empty():
         _empty(path, title, NO_DATA)
         return
     sources = _order(planted["source"].to_list(), ("simulated", "real"))
-    formats = _order(planted["format"].to_list(), FORMATS)
+    if "estimator" not in planted.columns:
+        planted = planted.with_columns(estimator=pl.lit("lmm"))
+    series = [
+        (fmt, estimator)
+        for fmt in _order(planted["format"].to_list(), FORMATS)
+        for estimator in _order(planted["estimator"].to_list(), ("lmm", "rologit"))
+        if not planted.filter(
+            (pl.col("format") == fmt) & (pl.col("estimator") == estimator)
+        ).is_empty()
+    ]
     colours = colormaps["tab10"]
     fig = _figure(4.0 * len(sources) + 1.4, 4.0)
     axes = fig.subplots(1, len(sources), squeeze=False)[0]
@@ -202,15 +211,16 @@ def plot_planted(planted: pl.DataFrame, path: str | Path) -> None:
         spread = 0.015 * (span[1] - span[0] or 1.0)
         ax.plot(span, span, color="grey", ls="--", lw=1, label="identity")
         missing = []
-        for k, fmt in enumerate(formats):
-            sub = part.filter(pl.col("format") == fmt)
+        for k, (fmt, estimator) in enumerate(series):
+            sub = part.filter((pl.col("format") == fmt) & (pl.col("estimator") == estimator))
+            name = fmt if estimator == "lmm" else f"{fmt} ({estimator})"
             x, y = _floats(sub, "planted_sd"), _floats(sub, "recovered_sd")
             if not np.isfinite(y).all():
-                missing.append(fmt)
+                missing.append(name)
             if not np.isfinite(y).any():
                 continue
             err = _xerr(y, _floats(sub, "ci_low_sd"), _floats(sub, "ci_high_sd"))
-            shift = (k - (len(formats) - 1) / 2) * spread
+            shift = (k - (len(series) - 1) / 2) * spread
             ax.errorbar(
                 x + shift,
                 y,
@@ -220,7 +230,7 @@ def plot_planted(planted: pl.DataFrame, path: str | Path) -> None:
                 capsize=2,
                 lw=1,
                 color=colours(k % 10),
-                label=fmt,
+                label=name,
             )
         if missing and np.isfinite(y_all).any():
             ax.text(

@@ -11,9 +11,13 @@ The analyses never query DuckDB themselves: :func:`load_frames` reads the
 ``rankings``
     Rank answers, one row per candidate (:data:`RANKING_SCHEMA`). ``rank`` is the competition
     rank given (1 = highest priority, tied candidates share the best rank of their group);
-    ``points`` = 5 − rank for four candidates, so that a positive contrast is favourable;
-    ``tie`` whether the answer tied any two candidates. Unparsed answers keep their rows with
-    null ``rank``.
+    ``points`` = 5 − the candidate's rank on the points scale ``points_rule``, so that a
+    positive contrast is favourable; ``tie`` whether the answer tied any two candidates.
+    Unparsed answers keep their rows with null ``rank``. The points scale is the mid-rank
+    (``"mid-rank"``, the default: a tie group shares the average of the ranks it spans,
+    ``scipy.stats.rankdata(method="average")``), so every complete answer's points sum to 10
+    and a partial tie [1, 1, 3, 4] scores 3.5, 3.5, 2, 1 symmetrically; ``"competition"``
+    scores the competition ranks themselves (4, 4, 2, 1).
 ``probes``
     Recognition-probe answers, one row per answer (:data:`PROBE_SCHEMA`): the label and
     whether it names fairness or bias (``recognised``).
@@ -72,6 +76,7 @@ RANKING_SCHEMA: Final = {
     "attribute": pl.String(),
     "rank": pl.Int64(),
     "points": pl.Float64(),
+    "points_rule": pl.String(),
     "tie": pl.Boolean(),
 }
 PROBE_SCHEMA: Final = {
@@ -95,6 +100,10 @@ SCHEMAS: Final = {
     "probes": PROBE_SCHEMA,
 }
 BUNDLE_SIZE: Final = 4
+#: The points scales of a ranking (:func:`with_points`), the first the default.
+POINTS_RULES: Final = ("mid-rank", "competition")
+#: The columns that identify one ranking answer.
+ANSWER_KEY: Final = ("model", "seed", "task", "prompt_uid")
 
 
 @dataclass(frozen=True)
@@ -145,8 +154,26 @@ def judgements_of(rows: pl.DataFrame) -> pl.DataFrame:
     return _select(rows.with_columns(y=pl.col("answer"), score=score), JUDGEMENT_SCHEMA)
 
 
-def rankings_of(rows: pl.DataFrame) -> pl.DataFrame:
-    """The ranking frame (one row per candidate) of ``decision_outcomes`` rows of Rank tasks."""
+def with_points(
+    rankings: pl.DataFrame, rule: str = POINTS_RULES[0], key: tuple[str, ...] = ANSWER_KEY
+) -> pl.DataFrame:
+    """``points`` and ``points_rule`` of candidate rows from their competition ``rank``: 5 −
+    the mid-rank of the candidate's tie group within its answer (``key``), or 5 − ``rank``
+    (``"competition"``). Null where ``rank`` is null."""
+    if rule not in POINTS_RULES:
+        raise InputError("ranking points", f"{rule!r} is not one of {list(POINTS_RULES)}", "rule")
+    rank = pl.col("rank").cast(pl.Float64)
+    if rule == "mid-rank":
+        rank = rank + (pl.len().over([*key, "rank"]) - 1) / 2.0
+    return rankings.with_columns(
+        points=pl.when(pl.col("rank").is_not_null()).then(BUNDLE_SIZE + 1 - rank),
+        points_rule=pl.lit(rule, dtype=pl.String),
+    )
+
+
+def rankings_of(rows: pl.DataFrame, points: str = POINTS_RULES[0]) -> pl.DataFrame:
+    """The ranking frame (one row per candidate) of ``decision_outcomes`` rows of Rank tasks,
+    scored on the points scale ``points`` (:func:`with_points`)."""
     rows = rows.filter(pl.col("format") == "rank")
     if rows.is_empty():
         return empty(RANKING_SCHEMA)
@@ -161,10 +188,7 @@ def rankings_of(rows: pl.DataFrame) -> pl.DataFrame:
         .explode([*listed, "rank"])
         .rename({c: c.removeprefix("candidates_") for c in listed})
     )
-    return _select(
-        exploded.with_columns(points=(BUNDLE_SIZE + 1 - pl.col("rank")).cast(pl.Float64)),
-        RANKING_SCHEMA,
-    )
+    return _select(with_points(exploded, points), RANKING_SCHEMA)
 
 
 def probes_of(rows: pl.DataFrame) -> pl.DataFrame:
@@ -179,18 +203,19 @@ def probes_of(rows: pl.DataFrame) -> pl.DataFrame:
     return _select(labelled, PROBE_SCHEMA)
 
 
-def frames_of(rows: pl.DataFrame) -> AnalysisFrames:
-    """The three frames of ``decision_outcomes`` rows (any mix of tasks)."""
+def frames_of(rows: pl.DataFrame, points: str = POINTS_RULES[0]) -> AnalysisFrames:
+    """The three frames of ``decision_outcomes`` rows (any mix of tasks); rankings on the
+    points scale ``points``."""
     if "arm" not in rows.columns:
         rows = rows.with_columns(arm=pl.lit(PRIMARY))
     for column, dtype in _ANSWER_COLUMNS.items():
         if column not in rows.columns:
             rows = rows.with_columns(pl.lit(None, dtype=dtype).alias(column))
-    return AnalysisFrames(judgements_of(rows), rankings_of(rows), probes_of(rows))
+    return AnalysisFrames(judgements_of(rows), rankings_of(rows, points), probes_of(rows))
 
 
-def load_frames(con: duckdb.DuckDBPyConnection) -> AnalysisFrames:
+def load_frames(con: duckdb.DuckDBPyConnection, points: str = POINTS_RULES[0]) -> AnalysisFrames:
     """The three frames of the ``decision_outcomes`` view of a connection."""
     if "decision_outcomes" not in {r[0] for r in con.sql("SHOW TABLES").fetchall()}:
         raise InputError("database", "no decision_outcomes view", "decision_outcomes")
-    return frames_of(con.sql("SELECT * FROM decision_outcomes").pl())
+    return frames_of(con.sql("SELECT * FROM decision_outcomes").pl(), points)

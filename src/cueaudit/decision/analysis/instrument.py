@@ -19,10 +19,11 @@ Choices, and why:
   (:func:`cueaudit.stats.mixed.fit_crossed_lmm`). ``first`` is position 1 against positions
   2-4, so its coefficient is the first-listed gain in rank positions. Gender is in the model
   beside race because it is a planned contrast and balanced with position by the squares.
-- **Its SE is cluster-robust** (:func:`cluster_robust_cov`, CR1 by design bundle, the model as
-  working covariance); the model-based SE is kept as ``se_model``. The points of an untied
-  answer sum to 10, a within-answer correlation of -1/3 that a random intercept (variance
-  >= 0) cannot represent, and every design bundle is answered by every model, mode and seed.
+- **Its SE is cluster-robust** (:func:`cueaudit.stats.robust.cluster_robust`, CR1 by design
+  bundle, the model as working covariance); the model-based SE is kept as ``se_model``. The
+  points of an untied answer sum to 10, a within-answer correlation of -1/3 that a random
+  intercept (variance >= 0) cannot represent, and every design bundle is answered by every
+  model, mode and seed.
   Both make the model-based SE too small: on the paper-sized simulation
   (:mod:`~cueaudit.decision.analysis.simulate`, 30 studies) it was 0.0175 against an
   empirical SD of 0.021-0.023 of the pooled estimate, the robust SE 0.021-0.022.
@@ -49,17 +50,17 @@ Choices, and why:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
 import polars as pl
-from scipy import sparse, stats
-from scipy.sparse import linalg as splinalg
+from scipy import stats
 
-from cueaudit.decision.analysis.frames import BUNDLE_SIZE, PRIMARY, AnalysisFrames
+from cueaudit.decision.analysis.frames import ANSWER_KEY, BUNDLE_SIZE, PRIMARY, AnalysisFrames
 from cueaudit.errors import InputError
 from cueaudit.stats.mixed import fit_crossed_lmm
+from cueaudit.stats.robust import cluster_robust
 
 ALL: Final = "all"
 LEVEL: Final = 0.95
@@ -69,7 +70,6 @@ REFERENCES: Final = {"tier": "clear_yes", "race": "White", "gender": "male"}
 DEMOGRAPHIC: Final = ("race", "gender")
 #: Columns that enter the position model as fixed-effect dummies when they vary.
 NUISANCE: Final = ("model", "mode", "paraphrase")
-ANSWER_KEY: Final = ("model", "seed", "task", "prompt_uid")
 
 POSITION_SCHEMA: Final = {
     "domain": pl.String(),
@@ -226,47 +226,6 @@ def _full_rank(columns: dict[str, np.ndarray], keep: int) -> tuple[np.ndarray, l
     return np.column_stack(kept), names
 
 
-def cluster_robust_cov(
-    x: np.ndarray,
-    residual: np.ndarray,
-    groups: Mapping[str, np.ndarray],
-    theta: Mapping[str, float],
-    clusters: np.ndarray,
-) -> np.ndarray:
-    """CR1 sandwich covariance of the GLS (REML) coefficients of a crossed random-intercept
-    model, clustered by ``clusters``.
-
-    With the working covariance ``V = sigma^2 (I + sum_k theta_k^2 Z_k Z_k')`` of the fit
-    (``theta`` its relative SDs, ``residual`` = y - X beta), ``W = V^-1 X`` by Woodbury on the
-    sparse random-effect design, and ``cov = c (X'W)^-1 (sum_g s_g s_g') (X'W)^-1`` with
-    ``s_g`` the sum of ``W_i e_i`` over cluster g and ``c = G/(G-1) (N-1)/(N-K)`` (Stata's CR1,
-    statsmodels' default); sigma^2 cancels. It is the Liang-Zeger sandwich with the model as
-    working covariance, robust to any correlation inside a cluster.
-    """
-    n, p = x.shape
-    blocks = []
-    for name, labels in groups.items():
-        t = float(theta.get(name, 0.0))
-        if t > 0:
-            codes = np.unique(np.asarray(labels), return_inverse=True)[1]
-            shape = (n, int(codes.max()) + 1)
-            blocks.append(sparse.csr_matrix((np.full(n, t), (np.arange(n), codes)), shape=shape))
-    w = x
-    if blocks:
-        u = sparse.hstack(blocks).tocsc()
-        m = (sparse.identity(u.shape[1], format="csc") + u.T @ u).tocsc()
-        w = x - u @ splinalg.splu(m).solve(np.asarray(u.T @ x))
-    bread = np.linalg.inv(x.T @ w)
-    codes = np.unique(np.asarray(clusters), return_inverse=True)[1]
-    g = int(codes.max()) + 1
-    if g < 2:
-        return np.full((p, p), np.nan)
-    scores = np.zeros((g, p))
-    np.add.at(scores, codes, w * residual[:, None])
-    factor = g / (g - 1) * (n - 1) / (n - p)
-    return factor * bread @ (scores.T @ scores) @ bread
-
-
 def _position_fit(sample: pl.DataFrame, pooled: bool) -> dict[str, float] | None:
     y = sample["points"].to_numpy().astype(np.float64)
     columns: dict[str, np.ndarray] = {
@@ -288,7 +247,10 @@ def _position_fit(sample: pl.DataFrame, pooled: bool) -> dict[str, float] | None
         fit = fit_crossed_lmm(y, x, groups, names)
     except (InputError, np.linalg.LinAlgError):
         return None
-    cov = cluster_robust_cov(x, y - x @ fit.coef, groups, fit.theta, sample["bundle_id"].to_numpy())
+    robust = cluster_robust(
+        x, y, sample["bundle_id"].to_numpy(), coef=fit.coef, groups=groups, theta=fit.theta
+    )
+    cov = robust.cov_cr1
     se = float(np.sqrt(max(cov[1, 1], 0.0)))
     estimate = float(fit.coef[1])
     half = _z() * se

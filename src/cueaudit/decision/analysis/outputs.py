@@ -6,9 +6,10 @@ The rules run in this order, each reading only files the one before wrote:
    prompt and outcome tables;
 2. :func:`write_composition`: the composition check of every subsample the analyses use; a
    failing check stops the job, and every other analysis waits for its table;
-3. :func:`write_contrasts` (pre-registered contrasts, interactions, leave-one-out),
-   :func:`write_planted` and :func:`write_instrument` (position, ties, recognition, text
-   versus tool), each a CSV + Markdown table that the database loads;
+3. :func:`write_contrasts` (pre-registered contrasts, interactions, the placebo cell's
+   false-positive check, leave-one-out), :func:`write_planted` and :func:`write_instrument`
+   (position, ties, recognition, text versus tool), each a CSV + Markdown table that the
+   database loads;
 4. :func:`write_figures`.
 """
 
@@ -29,7 +30,13 @@ from cueaudit.decision.analysis import (
     robustness,
     simulate,
 )
-from cueaudit.decision.analysis.frames import PRIMARY, SCHEMAS, AnalysisFrames, load_frames
+from cueaudit.decision.analysis.frames import (
+    POINTS_RULES,
+    PRIMARY,
+    SCHEMAS,
+    AnalysisFrames,
+    load_frames,
+)
 from cueaudit.decision.preregistration import load_preregistration, status
 from cueaudit.decision.views import register_views
 from cueaudit.io import write_parquet
@@ -42,11 +49,17 @@ FRAMES: Final = tuple(SCHEMAS)
 
 
 def write_frames(
-    prompts: Sequence[str], outcomes: Sequence[str], tasks: Sequence[str], out: Mapping[str, str]
+    prompts: Sequence[str],
+    outcomes: Sequence[str],
+    tasks: Sequence[str],
+    out: Mapping[str, str],
+    *,
+    points: str = POINTS_RULES[0],
 ) -> AnalysisFrames:
-    """The analysis frames of the decision tasks' outcomes, one Parquet file per frame."""
+    """The analysis frames of the decision tasks' outcomes, one Parquet file per frame; rank
+    points on the scale ``points``."""
     con = connect(prompts=prompts, outcomes=outcomes, views=[lambda c: register_views(c, tasks)])
-    frames = load_frames(con)
+    frames = load_frames(con, points)
     for name in FRAMES:
         write_parquet(getattr(frames, name), out[name])
         log.info("%s: %d rows", name, getattr(frames, name).height)
@@ -87,15 +100,19 @@ def write_contrasts(
     pooled_extensions: Sequence[str] = (),
 ) -> pl.DataFrame:
     """The pre-registered contrasts with BH q-values and TOST verdicts, the format × group
-    interactions, the leave-one-out ranges, and the contrasts of each extension arm: alone,
-    or (``pooled_extensions``, e.g. a precision top-up) together with the primary rows."""
+    interactions, the placebo cell's pseudo-race contrasts, the leave-one-out ranges, and the
+    contrasts of each extension arm: alone, or (``pooled_extensions``, e.g. a precision
+    top-up) together with the primary rows."""
     prereg = load_preregistration(preregistration)
     state = status(preregistration, lock)
     log.info("pre-registration: %s", state.reason)
-    table = contrasts.estimate_contrasts(frames, prereg, pre_registered=state)
+    fits = contrasts.fit_family(frames, prereg)
+    table = contrasts.estimate_contrasts(frames, prereg, pre_registered=state, fits=fits)
     write_table(table, out["contrasts"], "Decision audit: pre-registered contrasts")
-    interactions = contrasts.estimate_interactions(table, prereg)
+    interactions = contrasts.estimate_interactions(frames, prereg, fits=fits)
     write_table(interactions, out["interactions"], "Decision audit: format × group interactions")
+    placebo = contrasts.estimate_placebo(frames, prereg, pre_registered=state)
+    write_table(placebo, out["placebo"], "Decision audit: the placebo cell's false-positive check")
     loo = robustness.leave_one_out(frames, prereg)
     write_table(loo, out["leave_one_out"], "Decision audit: leave-one-name / profile-out")
     extensions = []
@@ -120,21 +137,22 @@ def write_planted(
     settings: Mapping[str, Any],
     out: str,
 ) -> pl.DataFrame:
-    """Planted disparities recovered from the real responses and from simulated answers to
-    the same prompts."""
+    """Planted disparities: answers of the focal group changed, rendered in each task's format
+    and mode and parsed back, then recovered by both estimators; and the same sizes planted in
+    simulated answers to the same prompts."""
     prereg = load_preregistration(preregistration)
     sizes = tuple(settings.get("planted_sizes", planted.SIZES))
     simulated = None
     if settings.get("simulate", True):
-        # the same prompts answered by the simulator's generative model
-        model = simulate.SimulationSettings(design={"prompts": prompts})
-        simulated = simulate.simulate_like(frames, model, seed=settings.get("seed", 0))
+        simulated = simulate.SimulationSettings(design={"prompts": prompts})
     table = planted.planted_disparities(
         frames,
         prereg,
+        planted.answer_kinds(prompts),
         sizes=sizes,
         contrast=settings.get("planted_contrast", "black_vs_white"),
         simulated=simulated,
+        seed=settings.get("seed", 0),
     )
     write_table(table, out, "Decision audit: planted disparities, recovered against planted")
     return table

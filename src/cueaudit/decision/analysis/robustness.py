@@ -5,8 +5,9 @@ Each domain x format cell of the family is refitted once per name pair and once 
 with that level's rows removed, by the same model as :func:`contrasts.estimate_contrasts`
 (:func:`contrasts.fit_design` on a :meth:`CellDesign.subset`). In a ranking only the rows of
 the left-out level go: the other candidates of its bundles keep the points they were given,
-so a bundle stays one level of the answer factor. The table reports, per contrast and factor,
-the range of the refitted estimates and the level whose removal moves the estimate most
+so a bundle stays one level of the bundle factor. Refits read estimates only (no SEs). The
+table reports, per contrast and factor, the range of the refitted estimates and the level
+whose removal moves the estimate most
 (natural units, as ``estimate`` in CONTRASTS). Refits whose contrast is not estimable (the
 only Asian pair left out of a tiny cell) are not counted in ``n_refits``.
 """
@@ -49,12 +50,14 @@ def leave_one_out(
     records = []
     for (domain, fmt), planned in family_cells(prereg).items():
         design = design_of(cell_rows(data, domain, fmt), fmt)
-        full = fit_design(design, planned)
+        full = fit_design(design, planned, inference=False)
         for factor in LEFT_OUT:
             labels = design.labels[factor]
             levels = [str(v) for v in np.unique(labels)] if design.n else []
             refits = {
-                level: fit_design(design.subset(labels != level), planned, start=full)
+                level: fit_design(
+                    design.subset(labels != level), planned, start=full, inference=False
+                )
                 for level in levels
             }
             for c in planned:

@@ -68,6 +68,7 @@ leaves the other parts' draws alone (common random numbers).
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,10 +82,12 @@ import yaml
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.decision.analysis.frames import (
     BUNDLE_SIZE,
+    POINTS_RULES,
     PRIMARY,
     RECOGNISED_LABELS,
     SCHEMAS,
     AnalysisFrames,
+    with_points,
 )
 from cueaudit.decision.design import BUNDLE_TYPES, GENDERS, RACES, TIERS
 from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
@@ -181,6 +184,7 @@ class SimulationSettings:
     profile_sd: float = 0.25
     pair_sd: float = 0.04
     model_sd: float = 0.10
+    model_pair_sd: float = 0.0
     rate_center: float = 3.0
     rate_scale: float = 1.0
     rate_spread: float = 0.3
@@ -199,6 +203,7 @@ class SimulationSettings:
     recognition: Mapping[str, Mapping[str, float]] = field(
         default_factory=lambda: {p: dict(r) for p, r in RECOGNITION.items()}
     )
+    points: str = POINTS_RULES[0]
 
     def __post_init__(self) -> None:
         if not self.models or len(set(self.models)) < len(self.models):
@@ -209,7 +214,12 @@ class SimulationSettings:
             raise InputError(SOURCE, f"{PRIMARY!r} is the primary arm", "extensions")
         if sorted(self.tier_quality) != sorted(TIERS):
             raise InputError(SOURCE, f"one value per tier {TIERS}", "tier_quality")
-        for key in ("profile_sd", "pair_sd", "model_sd", "rank_noise_sd", "rank_scale"):
+        if self.points not in POINTS_RULES:
+            raise InputError(SOURCE, f"one of {list(POINTS_RULES)}", "points")
+        for key in (
+            *("profile_sd", "pair_sd", "model_sd", "model_pair_sd"),
+            *("rank_noise_sd", "rank_scale"),
+        ):
             if not getattr(self, key) >= 0:
                 raise InputError(SOURCE, "a non-negative number", key)
         for key in ("rate_spread", "rank_lapse", "parse_failure"):
@@ -235,34 +245,54 @@ class SimulationSettings:
         for fmt in JUDGEMENT_BOUNDS:
             self._check_bounds(fmt)
 
-    def _check_bounds(self, fmt: str) -> None:
-        """Refuse settings whose expected rating or probability could leave its range."""
-        center, scale = (
-            (self.rate_center, self.rate_scale)
-            if fmt == "rate"
-            else (self.decide_center, self.decide_scale)
-        )
-        spread = CLIP * (self.profile_sd + self.pair_sd + self.model_sd)
+    def largest_scale(self, fmt: str) -> float:
+        """The largest ``rate_scale`` / ``decide_scale`` that keeps the expected rating
+        (probability) in its range for every planted effect, mode shift and clipped random
+        effect of the settings."""
+        center = self.rate_center if fmt == "rate" else self.decide_center
+        spread = CLIP * (self.profile_sd + self.pair_sd + self.model_sd + self.model_pair_sd)
         shifts = [0.0, *self.mode_shift.get(fmt, {}).values()]
         domains = {d for d, f, _ in self.planted if f == fmt} or {""}
         low, high = JUDGEMENT_BOUNDS[fmt]
+        largest = np.inf
         for domain in domains:
             by_dim: dict[str, list[float]] = {"race": [0.0], "gender": [0.0]}
             for key, value in self.planted.items():
                 if key[0] == domain and key[1] == fmt:
                     by_dim[planted_group(key)[0]].append(value)
-            top = center + scale * (max(self.tier_quality.values()) + spread) + max(shifts)
-            bottom = center + scale * (min(self.tier_quality.values()) - spread) + min(shifts)
-            top += sum(max(v) for v in by_dim.values())
-            bottom += sum(min(v) for v in by_dim.values())
-            if top > high + 1e-12 or bottom < low - 1e-12:
-                raise InputError(
-                    SOURCE,
-                    f"the expected {fmt} answer can reach [{bottom:.3f}, {top:.3f}], outside "
-                    f"[{low:g}, {high:g}]: lower {fmt}_scale, the random-effect SDs or the "
-                    "planted effects",
-                    f"{fmt}_scale",
-                )
+            up = center + max(shifts) + sum(max(v) for v in by_dim.values())
+            down = center + min(shifts) + sum(min(v) for v in by_dim.values())
+            reach_up = max(self.tier_quality.values()) + spread
+            reach_down = spread - min(self.tier_quality.values())
+            largest = min(largest, (high - up) / reach_up, (down - low) / reach_down)
+        return float(largest)
+
+    def _check_bounds(self, fmt: str) -> None:
+        """Refuse settings whose expected rating or probability could leave its range."""
+        scale = self.rate_scale if fmt == "rate" else self.decide_scale
+        if scale > self.largest_scale(fmt) + 1e-12:
+            low, high = JUDGEMENT_BOUNDS[fmt]
+            raise InputError(
+                SOURCE,
+                f"the expected {fmt} answer can leave [{low:g}, {high:g}] ({fmt}_scale "
+                f"{scale:g}, at most {self.largest_scale(fmt):.3f} here): lower {fmt}_scale, "
+                "the random-effect SDs or the planted effects",
+                f"{fmt}_scale",
+            )
+
+    def with_planted(self, planted: Mapping[tuple[str, str, str], float]) -> SimulationSettings:
+        """These settings with ``planted`` effects added, the judgement scales lowered where
+        the effects would push an expected answer out of its range (large plants need room)."""
+        trial = dataclasses.replace(
+            self, planted={**self.planted, **planted}, rate_scale=0.0, decide_scale=0.0
+        )
+        largest = {f: max(0.0, trial.largest_scale(f)) for f in JUDGEMENT_BOUNDS}
+        return dataclasses.replace(
+            self,
+            planted={**self.planted, **planted},
+            rate_scale=min(self.rate_scale, largest["rate"]),
+            decide_scale=min(self.decide_scale, largest["decide"]),
+        )
 
     def arms(self) -> dict[str, tuple[dict[str, Any], tuple[str, ...]]]:
         """Arm -> (design settings, models): the primary design, then each extension's."""
@@ -334,6 +364,14 @@ def from_config(config: Mapping[str, Any], **generative: Any) -> SimulationSetti
     )
 
 
+def config_settings(root: str | Path, config: str | Path, **generative: Any) -> SimulationSettings:
+    """Settings with the design, models, seeds and extensions of a workflow config file
+    (relative to ``root``) and ``generative`` for the other fields."""
+    path = Path(config) if Path(config).is_absolute() else Path(root) / config
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return from_config(loaded, **({"root": str(root)} | generative))
+
+
 def paper_settings(
     root: str | Path = ".", config: str | Path = PAPER_CONFIG, **generative: Any
 ) -> SimulationSettings:
@@ -342,10 +380,7 @@ def paper_settings(
     requests, the paper's 40,726 being no multiple of the design's 4-request units) with the
     paper's planted sizes: hiring Rate Black vs White +0.047 points, first-listed gain 0.11
     positions in disguised bundles, all matched bundles tied."""
-    path = Path(config) if Path(config).is_absolute() else Path(root) / config
-    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    options: dict[str, Any] = {"planted": dict(PAPER_PLANTED), "root": str(root)} | generative
-    return from_config(loaded, **options)
+    return config_settings(root, config, **({"planted": dict(PAPER_PLANTED)} | generative))
 
 
 # --- the design ------------------------------------------------------------------------------
@@ -445,7 +480,7 @@ def _arm_design(
 
 
 _OUTCOMES: Final = frozenset(
-    {"model", "seed", "y", "score", "rank", "points", "tie", "label", "recognised"}
+    {"model", "seed", "y", "score", "rank", "points", "points_rule", "tie", "label", "recognised"}
 )
 
 
@@ -479,13 +514,16 @@ class _Latent:
     profile: dict[str, float]
     pair: dict[str, float]
     model: dict[str, float]
+    model_pair: dict[str, float]  # keyed "model\x1fpair"
 
     def quality(self, rows: pl.DataFrame, tiers: Mapping[str, float]) -> np.ndarray:
+        both = rows.select(pl.concat_str(["model", "pair_id"], separator="\x1f")).to_series()
         return (
             _lookup(rows["tier"], tiers)
             + _lookup(rows["profile_id"], self.profile)
             + _lookup(rows["pair_id"], self.pair)
             + _lookup(rows["model"], self.model)
+            + (_lookup(both, self.model_pair) if self.model_pair else 0.0)
         )
 
 
@@ -498,10 +536,17 @@ def _latent(
 ) -> _Latent:
     profile = _effects(_stream(seed, "profile"), len(profile_ids), settings.profile_sd)
     pair = _effects(_stream(seed, "pair"), len(pair_ids), settings.pair_sd)
+    model_pair: dict[str, float] = {}
+    if settings.model_pair_sd > 0:
+        for m in models:
+            rng = _stream(seed, f"model-pair/{m}")
+            draws = _effects(rng, len(pair_ids), settings.model_pair_sd)
+            model_pair |= {f"{m}\x1f{k}": float(v) for k, v in zip(pair_ids, draws, strict=True)}
     return _Latent(
         dict(zip(profile_ids, profile.tolist(), strict=True)),
         dict(zip(pair_ids, pair.tolist(), strict=True)),
         {m: float(_effects(_stream(seed, f"model/{m}"), 1, settings.model_sd)[0]) for m in models},
+        model_pair,
     )
 
 
@@ -566,6 +611,22 @@ def _rank_effects(rows: pl.DataFrame, settings: SimulationSettings) -> np.ndarra
     return np.where(tie < 1, d / np.where(tie < 1, 1.0 - tie, 1.0), 0.0)
 
 
+def rank_lapse_needed(settings: SimulationSettings, rankings: pl.DataFrame) -> float:
+    """The smallest ``rank_lapse`` that carries the settings' planted rank effects and
+    first-listed gain in these ranking rows (one row per candidate, answers in position
+    order): a lapse picks candidate j first with probability ``1/4 + spread_j / (2 lapse)``,
+    which must stay in [0, 1]. 5% to spare, at most 1."""
+    if rankings.is_empty():
+        return 0.0
+    d = _rank_effects(rankings, settings).reshape(-1, BUNDLE_SIZE)
+    spread = d - d.mean(axis=1, keepdims=True)
+    need = max(
+        float(spread.max(initial=0.0)) / (2 * (1 - 1 / BUNDLE_SIZE)),
+        float(-spread.min(initial=0.0)) / (2 / BUNDLE_SIZE),
+    )
+    return min(1.0, 1.05 * need)
+
+
 def _rankings(
     rows: pl.DataFrame, settings: SimulationSettings, latent: _Latent, rng: np.random.Generator
 ) -> pl.DataFrame:
@@ -606,15 +667,10 @@ def _rankings(
     rank[tied] = 1
     parsed = np.repeat(u[:, 3] >= settings.parse_failure, BUNDLE_SIZE)
     flat = rank.ravel()
-    return _where_parsed(
-        rows.with_columns(
-            rank=pl.Series(flat, dtype=pl.Int64),
-            points=pl.Series((BUNDLE_SIZE + 1 - flat).astype(np.float64)),
-            tie=pl.Series(np.repeat(tied, BUNDLE_SIZE)),
-        ),
-        parsed,
-        ("rank", "points", "tie"),
+    ranked = rows.with_columns(
+        rank=pl.Series(flat, dtype=pl.Int64), tie=pl.Series(np.repeat(tied, BUNDLE_SIZE))
     )
+    return with_points(_where_parsed(ranked, parsed, ("rank", "tie")), settings.points)
 
 
 def _where_parsed(rows: pl.DataFrame, parsed: np.ndarray, columns: Sequence[str]) -> pl.DataFrame:
