@@ -171,11 +171,13 @@ def cluster_robust(
     coef: np.ndarray | None = None,
     groups: Mapping[str, np.ndarray] | None = None,
     theta: Mapping[str, float] | None = None,
+    cr2: bool = True,
 ) -> ClusterRobust:
     """CR1 and CR2 covariances of the GLS coefficients of ``y`` on ``x`` under the working
     covariance of random intercepts ``groups`` with relative SDs ``theta`` (OLS without them),
     clustered by ``clusters``; ``coef`` defaults to the GLS coefficients themselves (pass the
-    REML fit's, which are the same at its theta)."""
+    REML fit's, which are the same at its theta). ``cr2=False`` skips the per-cluster CR2
+    adjustment (its covariance is then NaN)."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64).reshape(-1)
     n, p = x.shape
@@ -202,6 +204,9 @@ def cluster_robust(
     for j in range(n_clusters):
         rows = order[starts[j] : starts[j + 1]]
         xj, wxj, ej = x[rows], wx[rows], e[rows]
+        scores1[j] = wxj.T @ ej
+        if not cr2:
+            continue
         phi = np.eye(len(rows))
         zs: tuple[np.ndarray, ...] = ()
         if u_rows is not None:
@@ -211,7 +216,6 @@ def cluster_robust(
         d = linalg.cholesky(phi, lower=False)  # Phi_jj = D' D
         expected = phi - xj @ bread @ xj.T
         adjust = d.T @ _inverse_sqrt(d @ expected @ d.T) @ d
-        scores1[j] = wxj.T @ ej
         scores2[j] = wxj.T @ (adjust @ ej)
         u_parts.append(adjust.T @ wxj @ bread)
         x_parts.append(xj)
@@ -220,7 +224,7 @@ def cluster_robust(
     return ClusterRobust(
         coef=beta,
         cov_cr1=factor * bread @ (scores1.T @ scores1) @ bread,
-        cov_cr2=bread @ (scores2.T @ scores2) @ bread,
+        cov_cr2=bread @ (scores2.T @ scores2) @ bread if cr2 else np.full((p, p), np.nan),
         n_clusters=n_clusters,
         _u_parts=tuple(u_parts),
         _x_parts=tuple(x_parts),

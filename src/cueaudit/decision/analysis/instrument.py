@@ -248,7 +248,13 @@ def _position_fit(sample: pl.DataFrame, pooled: bool) -> dict[str, float] | None
     except (InputError, np.linalg.LinAlgError):
         return None
     robust = cluster_robust(
-        x, y, sample["bundle_id"].to_numpy(), coef=fit.coef, groups=groups, theta=fit.theta
+        x,
+        y,
+        sample["bundle_id"].to_numpy(),
+        coef=fit.coef,
+        groups=groups,
+        theta=fit.theta,
+        cr2=False,
     )
     cov = robust.cov_cr1
     se = float(np.sqrt(max(cov[1, 1], 0.0)))
