@@ -205,8 +205,13 @@ def draw_prompts(n: int, rows_per_cue: int, work: Path, seed: int = 0) -> dict[s
     """
     cues = paper_cues(seed)
     sizes = cues.group_by("cue_type", "cue", "cue_value", maintain_order=True).len()
+    # sorted: value_counts' order varies from run to run, and with it every draw below
     share = dict(
-        cues["cue_type"].value_counts().select("cue_type", pl.col("count") / VARIANTS).rows()
+        cues["cue_type"]
+        .value_counts()
+        .sort("cue_type")
+        .select("cue_type", pl.col("count") / VARIANTS)
+        .rows()
     )
     rng = random.Random(seed)
     out = {}

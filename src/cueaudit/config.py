@@ -104,6 +104,12 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
+def check_yaml_duplicate_keys(text: str, source: str) -> None:
+    """Refuse a YAML mapping that gives a key twice (plain YAML keeps the last one silently),
+    naming both lines and the key path; syntax errors are left to the caller's parser."""
+    _check_yaml_keys(text, source)
+
+
 def _check_yaml_keys(text: str, source: str) -> None:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -324,6 +330,11 @@ def _race_prediction_problems(config: Mapping[str, Any]) -> Iterator[str]:
 
 def _decision_problems(config: Mapping[str, Any]) -> Iterator[str]:
     decision = config["decision"]
+    if "primary" in decision["extensions"]:
+        yield (
+            "config key decision.extensions.primary: 'primary' is the pre-registered design's "
+            "arm; give the extension another name"
+        )
     blocks = {"decision.models": decision}
     blocks.update(
         {f"decision.extensions.{arm}.models": b for arm, b in decision["extensions"].items()}

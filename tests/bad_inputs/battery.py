@@ -38,6 +38,11 @@ class Case:
     message: str
     files: Mapping[str, str | bytes] = field(default_factory=dict)
     error: type[Exception] = InputError
+    #: files already under results/ when the call runs (a folder: the value ``FOLDER``)
+    results: Mapping[str, str | bytes] = field(default_factory=dict)
+
+
+FOLDER = b"<a folder>"
 
 
 def params(cases: list[Case]) -> list[object]:
@@ -75,6 +80,15 @@ def run_case(case: Case, tmp_path: Path) -> None:
         path = where.inputs / name
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    for name, content in case.results.items():
+        path = where.results / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if content == FOLDER:
+            path.mkdir()
+        elif isinstance(content, bytes):
             path.write_bytes(content)
         else:
             path.write_text(content, encoding="utf-8")

@@ -1,12 +1,16 @@
 """Bad inputs through the workflow (``snakemake --dry-run``): the exit code, the library's
 message on the console, and ``results/`` left as it was.
 
-Cases (8): a decision design setting the library rejects while the workflow is parsed, a
-configured resource file that does not exist, and six ``--configfile`` files Snakemake would
-report without the file and line, with a traceback, or not at all (a YAML syntax error, a tab,
-a Python tag, an empty file, a missing file, a folder). Snakemake loads ``--configfile`` files
-while it parses its command line, before the Snakefile; the workflow profile reads them first
-(cueaudit.config.stop_on_bad_configfiles). Other config cases: tests/e2e/test_config_errors.py.
+Cases (15): decision design settings the library rejects while the workflow is parsed (bundle
+sizes, more paraphrases than the prompts file has, a misspelt max_new_tokens task, a design of
+millions of requests whose size is not confirmed), extension names that would escape results/
+or replace the pre-registered arm (a path, a space, "primary"), a configured resource file
+that does not exist, six ``--configfile`` files Snakemake would report without the file and
+line, with a traceback, or not at all (a YAML syntax error, a tab, a Python tag, an empty
+file, a missing file, a folder), and a stale installed copy of the library first on the path.
+Snakemake loads ``--configfile`` files while it parses its command line, before the
+Snakefile; the workflow profile reads them first (cueaudit.config.stop_on_bad_configfiles).
+Other config cases: tests/e2e/test_config_errors.py.
 """
 
 from __future__ import annotations
@@ -31,6 +35,30 @@ def preregistration_missing(config: dict[str, Any], workdir: Path) -> None:
     config["decision"]["preregistration"] = str(workdir / "missing" / "prereg.yaml")
 
 
+def extension(name: str) -> Any:
+    def change(config: dict[str, Any], workdir: Path) -> None:
+        config["decision"]["extensions"] = {name: {"extension": True, "design": {"seed": 1}}}
+
+    return change
+
+
+def max_new_tokens_misspelt(config: dict[str, Any], workdir: Path) -> None:
+    config["decision"]["max_new_tokens"] = {"decision_rate_txt": 16}
+
+
+def more_paraphrases_than_written(config: dict[str, Any], workdir: Path) -> None:
+    config["decision"]["design"]["paraphrases"] = 3
+
+
+def a_huge_design(config: dict[str, Any], workdir: Path) -> None:
+    config["models"] = {f"m{i}": dict(config["models"]["smollm2-135m"]) for i in range(40)}
+    config["seeds"] = list(range(60))
+    design = config["decision"]["design"]
+    for every in ("tasks", "domains"):
+        design.pop(every)
+    design.update(profiles_per_tier=4, names_per_cell=5)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -43,6 +71,39 @@ def preregistration_missing(config: dict[str, Any], workdir: Path) -> None:
             preregistration_missing,
             "config key decision.preregistration: not found: {workdir}/missing/prereg.yaml",
             id="workflow-preregistration-missing",
+        ),
+        pytest.param(
+            extension("../../../../../escape/x"),
+            "config key decision.extensions: '../../../../../escape/x' does not match "
+            "'^[a-z][a-z0-9]*(_[a-z0-9]+)*$'",
+            id="workflow-extension-name-a-path",
+        ),
+        pytest.param(
+            extension("top up"),
+            "config key decision.extensions: 'top up' does not match",
+            id="workflow-extension-name-with-a-space",
+        ),
+        pytest.param(
+            extension("primary"),
+            "config key decision.extensions.primary: 'primary' is the pre-registered design's "
+            "arm; give the extension another name",
+            id="workflow-extension-named-primary",
+        ),
+        pytest.param(
+            max_new_tokens_misspelt,
+            "config key decision.max_new_tokens.decision_rate_txt: not a format (rate, decide, "
+            "rank, probe, tool_call) or a task of this design",
+            id="workflow-max-new-tokens-task-misspelt",
+        ),
+        pytest.param(
+            more_paraphrases_than_written,
+            "prompts.yaml: field 'instructions.rate': fewer than 3 paraphrases",
+            id="workflow-more-paraphrases-than-written",
+        ),
+        pytest.param(
+            a_huge_design,
+            "more than 1,000,000; confirm its size with expected_requests:",
+            id="workflow-a-huge-design-unconfirmed",
         ),
     ],
 )
@@ -116,3 +177,21 @@ def test_a_bad_configfile_is_named_with_its_line(
     assert f"Error: {message.format(extra=extra)}\n" in output, output[-2000:]
     assert "Traceback" not in output
     assert snapshot(results) == before
+
+
+def test_the_workflow_uses_the_checkouts_library_not_an_installed_copy(
+    tmp_path: Path, run_snakemake: SnakemakeRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another checkout's editable install (or an older release) first on the path: the
+    workflow profile, which runs before the Snakefile, must still import this checkout's."""
+    stale = tmp_path / "stale" / "cueaudit"
+    stale.mkdir(parents=True)
+    (stale / "__init__.py").write_text("")
+    (stale / "config.py").write_text(
+        "import sys\n\ndef stop_on_bad_configfiles(argv):\n    sys.exit('a stale cueaudit')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(stale.parent))
+    write_config(tmp_path, decision_config())
+    result = run_snakemake(tmp_path, "--dry-run", check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "a stale cueaudit" not in result.stdout + result.stderr

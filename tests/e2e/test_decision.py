@@ -91,7 +91,10 @@ def test_every_format_and_probe_produces_outcomes(
     first = run_snakemake(workdir)
     assert "decision audit: 112 prompts per model x seed" in first.stderr
     lock = yaml.safe_load((workdir / "results/decision/preregistration.lock").read_text())
-    assert len(lock["sha256"]) == 64
+    assert len(lock["preregistration"]["sha256"]) == 64
+    assert set(lock["files"]) == {
+        "profiles", "name_pairs", "hobbies", "neighbourhoods", "demographic_terms", "prompts",
+    }  # fmt: skip
     summary = pl.read_csv(workdir / "results/tables/decision_outcome_summary.csv")
     rows = {row["task"]: row for row in summary.iter_rows(named=True)}
     assert set(rows) == set(TASKS)
@@ -197,6 +200,50 @@ def test_more_profiles_run_the_model_only_on_new_prompts(
         made, hits = calls(workdir, task)
         assert made == (24 if task == "decision_decide_tool" else 0), task
         assert hits > 0
+
+
+def _label(workdir: Path) -> str:
+    labels = set(pl.read_csv(workdir / "results/tables/decision_contrasts.csv")["label"])
+    assert len(labels) == 1, labels
+    return labels.pop()
+
+
+def test_a_design_changed_after_the_lock_is_exploratory(workdir: Path) -> None:
+    """The previous test doubled the profiles per tier after the lock."""
+    label = _label(workdir)
+    assert label.startswith("exploratory: changed after the lock of "), label
+    assert label.endswith("the design settings (design)"), label
+
+
+def test_an_edited_pre_registration_elsewhere_never_relocks(
+    workdir: Path, run_snakemake: SnakemakeRunner
+) -> None:
+    lock = workdir / "results/decision/preregistration.lock"
+    before = lock.read_bytes()
+    edited = workdir / "edited_preregistration.yaml"
+    text = (ROOT / "config/decision/preregistration.yaml").read_text()
+    edited.write_text(text.replace("rate: 0.090", "rate: 0.300"))
+    config = decision_config(profiles_per_tier=2)
+    config["decision"]["preregistration"] = str(edited)
+    write_config(workdir, config)
+    run_snakemake(workdir, "decision")
+    assert lock.read_bytes() == before
+    label = _label(workdir)
+    assert "the pre-registration path (" in label and f"{edited} now)" in label, label
+
+
+def test_a_deleted_lock_is_not_rewritten_once_answers_exist(
+    workdir: Path, run_snakemake: SnakemakeRunner
+) -> None:
+    lock = workdir / "results/decision/preregistration.lock"
+    lock.unlink()
+    (workdir / "results/decision/preregistration.checked").unlink()
+    write_config(workdir, decision_config(profiles_per_tier=2))
+    failed = run_snakemake(workdir, "decision", check=False)
+    assert failed.returncode != 0
+    log = (workdir / "logs/decision/freeze_preregistration.log").read_text()
+    assert "missing, but" in log and "decision-answer files already exist" in log
+    assert "--directory" in log and not lock.exists()
 
 
 SERVED_TASKS = [

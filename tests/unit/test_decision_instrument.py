@@ -4,6 +4,7 @@ import re
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -99,6 +100,7 @@ def ranking_frame(
         (pl.col("rank").n_unique() < 4).alias("tie")
     )
     frame = frame.join(tied, on=["model", "seed", "prompt_uid"])
+    frame = frame.with_columns(generated=pl.lit(None, dtype=pl.Float64))
     return frame.select([pl.col(c).cast(t) for c, t in RANKING_SCHEMA.items()])
 
 
@@ -565,9 +567,11 @@ def test_composition_skips_groups_and_factors_with_one_level() -> None:
     assert set(zip(table["group"], table["factor"], strict=True)) == {("race", "profile_id")}
 
 
-def test_composition_names_the_cells_of_a_confounded_subsample() -> None:
-    """The paper's robustness arm: each application with a fixed set of name pairs, White
-    names on strong and Black names on weak applications."""
+def robustness_arm_pairs() -> tuple[
+    list[dict[str, object]], Callable[[str], list[dict[str, object]]]
+]:
+    """All name pairs, and the paper's confounded robustness arm: each application with a
+    fixed set of 8 pairs, White names on strong and Black names on weak applications."""
     pairs = sorted(make_pairs(5).to_dicts(), key=lambda p: (p["name_rank"], p["gender"]))
     by_race = {
         r: [p for p in pairs if p["race"] == r] for r in ("White", "Black", "Hispanic", "Asian")
@@ -581,6 +585,14 @@ def test_composition_names_the_cells_of_a_confounded_subsample() -> None:
     def fixed(profile: str) -> list[dict[str, object]]:
         tier = next(t for t in TIERS if t in profile)
         return [p for race, k in counts[tier].items() for p in by_race[race][:k]]
+
+    return pairs, fixed
+
+
+def test_composition_names_the_cells_of_a_confounded_subsample() -> None:
+    """The paper's robustness arm: each application with a fixed set of name pairs, White
+    names on strong and Black names on weak applications."""
+    _, fixed = robustness_arm_pairs()
 
     judgements = crossed_judgements(fixed)
     with pytest.raises(CompositionError) as error:
@@ -631,3 +643,19 @@ def test_rank_points_are_mid_ranks_by_default_and_competition_on_request() -> No
     assert set(competition["points_rule"]) == {"competition"}
     with pytest.raises(InputError, match="is not one of"):
         with_points(frame, "dense")
+
+
+def test_composition_checks_every_estimated_arm(tmp_path: Path) -> None:
+    """A confounded extension arm (the robustness arm's construction) stops the analysis
+    naming the arm, although the primary arm is balanced."""
+    from cueaudit.decision.analysis.outputs import write_composition
+
+    pairs, fixed = robustness_arm_pairs()
+
+    balanced = crossed_judgements(lambda profile: pairs)
+    confounded = crossed_judgements(fixed).with_columns(arm=pl.lit("wording"))
+    out = tmp_path / "composition.csv"
+    passed = write_composition(frames(balanced), str(out), alpha=0.001)
+    assert set(passed["arm"]) == {"primary"}
+    with pytest.raises(CompositionError, match=r"^arm wording: judgements \(domain=hiring"):
+        write_composition(frames(pl.concat([balanced, confounded])), str(out), alpha=0.001)

@@ -261,3 +261,38 @@ def test_fairfund_stimuli_real_file() -> None:
     assert stimuli["scenario_id"].n_unique() == 15
     assert stimuli.select("race", "gender", "name_rank").unique().height == 40
     assert stimuli["within_tolerance"].dtype == pl.Boolean
+
+
+#: The race and ethnicity labels of the name sources: Census (race and Hispanic origin
+#: categories) and Elder & Hayes (the four groups). Black and White are colour words too
+#: common to list (demographic_terms.txt says why); their plural group noun "Blacks" is not.
+CENSUS_AND_ELDER_HAYES = (
+    "Hispanic", "Latino", "Asian", "American Indian", "Alaska Native", "Native Hawaiian",
+    "Pacific Islander", "African American", "Asian American", "Native American",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("label", CENSUS_AND_ELDER_HAYES)
+def test_every_race_label_and_its_plural_is_a_demographic_signal(label: str) -> None:
+    terms = ROOT / "resources/decision/demographic_terms.txt"
+    for text in (f"An applicant who is {label}.", f"A club for {label}s.", f"{label}-led team"):
+        found = find_demographic_cues([("x", "text", text)], names=[], terms_path=terms)
+        assert found and found[0].kind == "demographic term", text
+    found = find_demographic_cues([("x", "text", "A club for Blacks.")], names=[], terms_path=terms)
+    assert [f.token for f in found] == ["Blacks"]
+
+
+def test_an_allowed_phrase_is_no_signal_but_the_rest_of_the_text_still_is() -> None:
+    terms = ROOT / "resources/decision/demographic_terms.txt"
+    text = "Graduated from Washington State University; volunteers at a church."
+    found = find_demographic_cues(
+        [("p1", "text", text)],
+        names=["Latoya Washington"],
+        terms_path=terms,
+        allowed=["Washington State University"],
+    )
+    assert [(f.kind, f.token) for f in found] == [("demographic term", "church")]
+    plain = find_demographic_cues(
+        [("p1", "text", text)], names=["Latoya Washington"], terms_path=terms
+    )
+    assert ("name", "Washington") in [(f.kind, f.token) for f in plain]

@@ -197,7 +197,7 @@ def test_a_base_prompt_with_cue_text_is_refused(tmp_path: Path, text: str, tag: 
     path = _csv(tmp_path, "cued.csv", f'base_id,text\nl-1,Is it legal?\nl-2,"{quoted}"\n')
     with pytest.raises(InputError) as info:
         load_base_prompts(path, "legal")
-    line = 2 + 1 + text.count("\n")  # the line the quoted field ends on
+    line = 3  # the record's first line, where its quoted field starts
     assert str(info.value) == (
         f"{path}: field 'text': line {line}: the text of 'l-2' contains the cue template text "
         f"{tag!r}; a base prompt must not carry a cue (it would contaminate the no-cue baseline)"
@@ -229,7 +229,7 @@ def test_a_name_with_template_text_is_refused(tmp_path: Path, cell: str, fragmen
     path = _csv(tmp_path, "names.csv", f"name,race,gender,source\n{cell},White,female,x\n")
     with pytest.raises(InputError) as info:
         load_name_list(path)
-    line = 2 + cell.count("\n")
+    line = 2  # the record's first line, however many lines its quoted field spans
     assert str(info.value) == f"{path}: field 'name': line {line}: {fragment}" + (
         " template '[MEMORY: ...]'" if "break out" in fragment else ""
     )

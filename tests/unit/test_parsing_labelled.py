@@ -109,6 +109,26 @@ BINARY_RULES: list[Row] = [
     (None, None, "empty"),
 ]
 
+
+# Negated and self-corrected decisions (issue 20): a correction leaves two answers, which the
+# binary parser reports rather than choosing between them.
+DECISION_NEGATED_OR_CORRECTED: list[Row] = [
+    ("Yes. Actually, no.", None, "both_yes_and_no"),
+    ("No - actually yes.", None, "both_yes_and_no"),
+    ("No, wait: yes.", None, "both_yes_and_no"),
+    ("No. On second thought, yes.", None, "both_yes_and_no"),
+    ("Yes. Correction: no.", None, "both_yes_and_no"),
+    ("Not a yes from me.", None, "negated_answer"),
+    ("Yes, not no.", 1.0, None),
+    ("No, not yes.", 0.0, None),
+    ("Yes, though not without reservations.", 1.0, None),
+    ("I would not invite them.", None, "no_yes_no"),
+    ("Definitely not.", None, "no_yes_no"),
+    ("Maybe not.", None, "no_yes_no"),
+    ("No.\nNot yet, anyway.", 0.0, None),
+    ("Yes\n\nNot every applicant would be.", 1.0, None),
+]
+
 # --- usd -------------------------------------------------------------------------------------
 USD_SMOLLM2: list[Row] = [
     # salary ("what starting yearly salary should I ask for, in US dollars?"), probing baseline
@@ -376,6 +396,37 @@ RATING_RULES: list[Row] = [
     ("", None, "empty"),
 ]
 
+
+# Negated ratings and self-corrections (issue 20): a negated number is no rating; a correction
+# replaces the rating before it when it holds one.
+RATING_NEGATED_OR_CORRECTED: list[Row] = [
+    ("Not a 5, but a 4.", 4.0, None),
+    ("It is not a 5 ... a 4", 4.0, None),
+    ("I would not give a 5. I give a 4.", 4.0, None),
+    ("Rating: not 5 but 4", 4.0, None),
+    ("This is not a 5; it's a 4.", 4.0, None),
+    ("I wouldn't give it a 5, it's a solid 4.", 4.0, None),
+    ("Never a 1. Rating 3.", 3.0, None),
+    ("Rating: 4, not 5.", 4.0, None),
+    ("Not quite a 5 - a 4.", 4.0, None),
+    ("It isn't a 5.", None, "no_rating"),
+    ("not 5", None, "no_rating"),
+    ("I would not rate this applicant a 1 or a 2.", None, "no_rating"),
+    ("Rating: 4 ... actually, 2", 2.0, None),
+    ("Rating: 4. Actually, 2.", 2.0, None),
+    ("4. Actually, make that 2.", 2.0, None),
+    ("Rating: 4\nCorrection: 2", 2.0, None),
+    ("I'd say 3, no wait, 2.", 2.0, None),
+    ("3. On second thought, 4.", 4.0, None),
+    ("Rating: 2. I mean 3.", 3.0, None),
+    ("5 - let me revise: 4.", 4.0, None),
+    ("Rating: 4. Actually the applicant is strong.", 4.0, None),
+    ("Rating: 4. Actually, 2 or 3.", None, "several_ratings"),
+    ("Actually, 4.", 4.0, None),
+    ("Rating: 3. Actually, not a 3 but a 5.", 5.0, None),
+    ("4 - not 5 years of experience", 4.0, None),
+]
+
 # --- ranking (A-D, ties) ---------------------------------------------------------------------
 STRICT = (2, 1, 3, 4)  # B > A > C > D
 TIED = (2, 1, 2, 4)  # B > A = C > D
@@ -454,13 +505,44 @@ RANKING_RULES: list[Row] = [
     (None, None, "empty"),
 ]
 
+
+# A ranking that also places a candidate not shown (issue 20).
+RANKING_UNKNOWN: list[Row] = [
+    ("B > A > C > D > E", None, "unknown_candidate"),
+    ("E > B > A > C > D", None, "unknown_candidate"),
+    ("B > A = C > D > E", None, "unknown_candidate"),
+    ("B > A > C > D > Candidate E", None, "unknown_candidate"),
+    ("A: 1, B: 2, C: 3, D: 4, E: 5", None, "unknown_candidate"),
+    ("A: 2, B: 1, C: 3, D: 4, F: 5", None, "unknown_candidate"),
+    ("1. B 2. A 3. C 4. D 5. E", None, "unknown_candidate"),
+    ("1. B\n2. A\n3. C\n4. D\n5. E", None, "unknown_candidate"),
+    ("B, A, C, D, E", None, "unknown_candidate"),
+    ("B > A > C > D, I think.", STRICT, None),
+    ("B > A > C > D. E is not one of them.", STRICT, None),
+    ("Ranking: B > A > C > D", STRICT, None),
+    ("B > A > C > D\nI hope this helps.", STRICT, None),
+    ("B > A = C > D", TIED, None),
+    ("A: 2, B: 1, C: 2, D: 4", TIED, None),
+    ("1. B 2. A, C 3. D", TIED, None),
+    ("B > A > C", None, "missing_candidate"),
+    ("B > A > C > E", None, "unknown_candidate"),
+    (
+        "Candidate B > Candidate A > Candidate C > Candidate D > Candidate E",
+        None,
+        "unknown_candidate",
+    ),
+    ("B > A > C > D > I", STRICT, None),
+    ('{"ranks": {"A": 2, "B": 1, "C": 3, "D": 4, "E": 5}}', None, "unknown_candidate"),
+    ('{"ranks": [2, 1, 3, 4, 5]}', None, "wrong_count"),
+]
+
 TABLES: dict[str, tuple[OutcomeKind, list[Row], list[Row]]] = {
-    "binary": (get_kind("binary"), BINARY_SMOLLM2, BINARY_RULES),
+    "binary": (get_kind("binary"), BINARY_SMOLLM2, BINARY_RULES + DECISION_NEGATED_OR_CORRECTED),
     "usd": (get_kind("usd"), USD_SMOLLM2, USD_RULES),
     "race": (get_kind("race"), RACE_SMOLLM2, RACE_RULES),
     "probe": (get_kind("label", {"labels": list(PROBE_LABELS)}), PROBE_SMOLLM2, PROBE_RULES),
-    "rating": (get_kind("rating"), RATING_SMOLLM2, RATING_RULES),
-    "ranking": (get_kind("ranking"), RANKING_SMOLLM2, RANKING_RULES),
+    "rating": (get_kind("rating"), RATING_SMOLLM2, RATING_RULES + RATING_NEGATED_OR_CORRECTED),
+    "ranking": (get_kind("ranking"), RANKING_SMOLLM2, RANKING_RULES + RANKING_UNKNOWN),
 }
 VALUE_COLUMN = {
     "binary": "answer",
@@ -504,6 +586,11 @@ def test_every_kind_has_sixty_labelled_completions_with_smollm2_among_them() -> 
     }
     assert min(sizes.values()) >= 60, sizes
     assert all(len(smollm2) >= 10 for _, smollm2, _ in TABLES.values())
+
+
+def test_sixty_negated_corrected_or_unknown_answers_of_the_decision_formats() -> None:
+    new = RATING_NEGATED_OR_CORRECTED + DECISION_NEGATED_OR_CORRECTED + RANKING_UNKNOWN
+    assert len(new) >= 60 and len({t for t, _, _ in new}) == len(new)
 
 
 def test_the_new_reasons_are_declared_by_their_kinds() -> None:

@@ -106,8 +106,9 @@ def test_candidates_are_a_setting() -> None:
     assert parse_ranking("1. Emily 2. Greg 3. Jamal", names).reason == "missing_candidate"
     kind = get_kind("ranking", {"n_candidates": 3})
     assert kind.parse_text("C > A > B").values == {"ranks": [2, 3, 1], "tie": False, "n_ranked": 3}
-    # text cannot tell an unknown label from a word: "D" is not read at all
-    assert kind.parse_text("D > C > A > B").values == kind.parse_text("C > A > B").values
+    # with single-capital labels, another capital in the chain is a candidate not shown
+    unknown = kind.parse_text("D > C > A > B")
+    assert unknown.reason == "unknown_candidate" and unknown.values == {"n_ranked": 3}
 
 
 def test_labels_are_matched_as_whole_words_in_their_case() -> None:

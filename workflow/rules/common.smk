@@ -153,7 +153,8 @@ def task_answer(wildcards):
 
 
 def task_requirements(wildcards):
-    return inference_task(wildcards).get("requires", [])
+    """Files that must exist before the task's jobs run (ancient: a newer one reruns nothing)."""
+    return [ancient(path) for path in inference_task(wildcards).get("requires", [])]
 
 
 def shard_ids(task):

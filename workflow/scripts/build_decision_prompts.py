@@ -18,4 +18,5 @@ write_decision_prompts(
     terms_path=snakemake.input.terms,
     designs=params.designs,
     out_paths=dict(zip(params.tasks, snakemake.output, strict=True)),
+    allowed_phrases=params.allowed_phrases,
 )

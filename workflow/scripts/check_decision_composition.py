@@ -7,6 +7,6 @@ log = setup_logging(snakemake.log[0])
 from cueaudit.decision.analysis.outputs import read_frames, write_composition  # noqa: E402
 
 table = write_composition(
-    read_frames(snakemake.input), snakemake.output.csv, snakemake.params.alpha
+    read_frames(snakemake.input), snakemake.output.composition, snakemake.params.alpha
 )
 log.info("\n%s", table)

@@ -4,7 +4,14 @@ from cueaudit.io import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
-from cueaudit.decision.preregistration import freeze  # noqa: E402
+from cueaudit.decision.preregistration import write_check  # noqa: E402
 
-record = freeze(snakemake.input[0], snakemake.output[0])
-log.info("pre-registration %s locked at %s (sha256 %s)", *record.values())
+state = write_check(
+    snakemake.input.preregistration,
+    snakemake.params.design,
+    snakemake.params.files,
+    lock=snakemake.params.lock,
+    answers=snakemake.params.answers,
+    out=snakemake.output[0],
+)
+log.info("pre-registration: %s", state.reason)

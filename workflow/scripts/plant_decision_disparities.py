@@ -11,6 +11,6 @@ table = write_planted(
     preregistration=snakemake.input.preregistration,
     prompts=snakemake.input.prompts,
     settings=snakemake.params.settings,
-    out=snakemake.output.csv,
+    out=snakemake.output.planted,
 )
 log.info("\n%s", table)

@@ -14,6 +14,7 @@ Derived four-group lists (:mod:`cueaudit.cues.sources.derive_pairs`) share these
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -80,6 +81,14 @@ def load_name_pairs(
         for field in ("pair_id", "first", "last", "source"):
             if not rec[field]:
                 raise fail(f"empty {field}", field)
+        for field in ("first", "last", "full_name"):
+            control = [c for c in rec[field] if unicodedata.category(c)[0] == "C"]
+            if control:
+                raise fail(
+                    f"{field} {rec[field]!r} holds a control character ({control[0]!r}): a "
+                    "name would break the prompt's lines",
+                    field,
+                )
         if rec["full_name"] != f"{rec['first']} {rec['last']}":
             raise fail(f"{rec['full_name']!r} is not first and last joined by a space", "full_name")
         keys = {

@@ -104,17 +104,19 @@ def read_csv_records(path: str | Path, required: Sequence[str]) -> list[tuple[in
         if dupes:
             raise InputError(src, "column appears more than once in the header", field=dupes[0])
         records: list[tuple[int, dict[str, str]]] = []
+        start = reader.line_num + 1  # a record's first line (a quoted field may span lines)
         for row in reader:
+            line, start = start, reader.line_num + 1
             if not any(cell.strip() for cell in row):
                 continue
             if len(row) != len(header):
                 raise InputError(
                     src,
-                    f"line {reader.line_num}: {len(row)} fields, header has {len(header)}",
+                    f"line {line}: {len(row)} fields, header has {len(header)}",
                 )
             records.append(
                 (
-                    reader.line_num,
+                    line,
                     {col: cell.strip() for col, cell in zip(header, row, strict=True)},
                 )
             )

@@ -11,9 +11,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from cueaudit.cues.name_pairs import load_name_pairs
-from cueaudit.decision.profiles import check_profiles, load_attribute_list, load_profiles
-from cueaudit.decision.prompts import arm_task, build_decision_prompts, expected_counts
+from cueaudit.decision.design import TIERS
+from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
+from cueaudit.decision.profiles import check_attribute_list, check_profiles, load_profiles
+from cueaudit.decision.prompts import (
+    DesignSettings,
+    arm_task,
+    build_decision_prompts,
+    expected_counts,
+)
 from cueaudit.errors import InputError
 from cueaudit.io import write_parquet
 
@@ -32,23 +41,45 @@ def write_decision_prompts(
     terms_path: str | Path,
     designs: Mapping[str, Mapping[str, Any]],
     out_paths: Mapping[str, str | Path],
+    allowed_phrases: Sequence[str] = (),
 ) -> dict[str, int]:
     """Write each task's prompt table to ``out_paths[task]`` for every arm's design
     (``designs``: arm -> design settings; tasks named by :func:`arm_task`); returns the row
-    counts."""
+    counts. Profiles and both attribute lists pass the demographic check first."""
     profiles = load_profiles(profiles_path, profiles_format, strip_suffixes)  # type: ignore[arg-type]
     pairs = load_name_pairs(name_pairs_path)
-    hobbies = load_attribute_list(hobbies_path)
-    neighbourhoods = load_attribute_list(neighbourhoods_path)
     names = [*pairs["first"].to_list(), *pairs["last"].to_list()]
-    check_profiles(profiles, names=names, terms_path=terms_path, audit_cues=audit_cues)
+    check = {
+        "names": names,
+        "terms_path": terms_path,
+        "audit_cues": audit_cues,
+        "allowed": allowed_phrases,
+    }
+    for design in designs.values():  # before the profile check, which would blame a profile
+        _check_labels(names, name_pairs_path, design.get("prompts", DEFAULT_PROMPTS))
+    check_profiles(profiles, **check)
+    hobbies = check_attribute_list(hobbies_path, **check)
+    neighbourhoods = check_attribute_list(neighbourhoods_path, **check)
+    files = {
+        "names": name_pairs_path,
+        "hobby values": hobbies_path,
+        "neighbourhood values": neighbourhoods_path,
+        "profiles": profiles_path,
+    }
     tables = {}
     for arm, design in designs.items():
-        built = build_decision_prompts(profiles, pairs, hobbies, neighbourhoods, design, arm)
+        try:
+            built = build_decision_prompts(profiles, pairs, hobbies, neighbourhoods, design, arm)
+        except InputError as error:
+            raise _naming_the_file(error, files) from error
         expected = {arm_task(t, arm): n for t, n in expected_counts(design).items()}
         wrong = {t: (built[t].height, n) for t, n in expected.items() if built[t].height != n}
         if wrong:
-            raise InputError(f"decision design ({arm})", f"row counts differ: {wrong}")
+            raise InputError(
+                f"decision design ({arm})",
+                f"row counts (built, expected) differ: {wrong}"
+                + _count_cause(profiles, pairs, design),
+            )
         tables.update(built)
     missing = sorted(set(out_paths) - set(tables))
     if missing:
@@ -57,3 +88,47 @@ def write_decision_prompts(
         write_parquet(tables[task], path)
         log.info("%s: %d prompts", task, tables[task].height)
     return {task: tables[task].height for task in out_paths}
+
+
+def _count_cause(profiles: Any, pairs: Any, design: Mapping[str, Any]) -> str:
+    """Why a table is short: a domain x tier with fewer profiles, or a race x gender cell with
+    fewer name pairs, than the design crosses."""
+    cfg = DesignSettings.of(design)
+    for domain in cfg.domains:
+        for tier in TIERS:
+            n = profiles.filter((pl.col("domain") == domain) & (pl.col("tier") == tier)).height
+            if n < cfg.profiles_per_tier:
+                return (
+                    f": {domain}/{tier} has {n} profiles, profiles_per_tier asks for "
+                    f"{cfg.profiles_per_tier}"
+                )
+    for (race, gender), cell in pairs.group_by("race", "gender"):
+        if cell.height < cfg.names_per_cell:
+            return (
+                f": {race}/{gender} has {cell.height} name pairs, names_per_cell asks for "
+                f"{cfg.names_per_cell}"
+            )
+    return ""
+
+
+def _naming_the_file(error: InputError, files: Mapping[str, str | Path]) -> InputError:
+    """A design error about the stimuli (too few hobbies, one profile of a tier) named by the
+    file that holds them."""
+    text = f"{error.source}: {error.message}"
+    for what, path in files.items():
+        if what in text:
+            return InputError(str(path), f"{error.message} (the design needs more)", error.field)
+    return error
+
+
+def _check_labels(names: Sequence[str], name_pairs_path: str | Path, prompts: str) -> None:
+    """A name equal to a candidate label ("A") would read as a label in every ranking."""
+    labels = {label.casefold() for label in load_prompt_resources(prompts).candidate_labels}
+    clash = sorted({n for n in names if n.casefold() in labels})
+    if clash:
+        raise InputError(
+            str(name_pairs_path),
+            f"the name {clash[0]!r} is also a candidate label of {prompts}: rename the pair "
+            "or the labels",
+            "first",
+        )

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import yaml
 
+from cueaudit.config import check_yaml_duplicate_keys
 from cueaudit.errors import InputError
 
 DOMAINS: Final = ("hiring", "lending", "triage")
@@ -37,6 +38,7 @@ PROBES: Final = ("choice", "free")
 DEFAULT_PROMPTS: Final = "resources/decision/prompts.yaml"
 
 _FIELD_RE = re.compile(r"\{(\w+)\}")
+LAYOUT_FIELDS: Final = ("instruction", "body", "answer")
 _TOP_KEYS: Final = (
     *("candidate_labels", "domains", "attribute_lines", "candidate_header", "layout"),
     *("instructions", "answers", "tools", "probes"),
@@ -118,14 +120,24 @@ class _Reader:
             raise InputError(self.source, f"missing key '{missing[0]}'", path or None)
         return value
 
-    def template(self, value: Any, path: str, fields: Sequence[str] = ()) -> str:
+    def template(
+        self, value: Any, path: str, fields: Sequence[str] = (), required: Sequence[str] = ()
+    ) -> str:
         if not isinstance(value, str) or not value.strip():
             raise InputError(self.source, "expected a non-empty string", path)
-        unknown = sorted(set(_FIELD_RE.findall(value)) - set(fields))
+        found = set(_FIELD_RE.findall(value))
+        unknown = sorted(found - set(fields))
         if unknown:
             allowed = ", ".join(f"{{{f}}}" for f in fields) or "none"
             raise InputError(
                 self.source, f"unknown field {{{unknown[0]}}} (allowed: {allowed})", path
+            )
+        missing = [f for f in required if f not in found]
+        if missing:
+            raise InputError(
+                self.source,
+                f"the template must show {{{missing[0]}}}: without it every prompt would lose it",
+                path,
             )
         return value
 
@@ -138,22 +150,30 @@ class _Reader:
         return items
 
     def per_key(
-        self, value: Any, path: str, keys: Sequence[str], fields: Sequence[str] = ()
+        self,
+        value: Any,
+        path: str,
+        keys: Sequence[str],
+        fields: Sequence[str] = (),
+        required: Sequence[str] = (),
     ) -> dict[str, str]:
         section = self.mapping(value, path, keys)
-        return {k: self.template(section[k], f"{path}.{k}", fields) for k in keys}
+        return {k: self.template(section[k], f"{path}.{k}", fields, required) for k in keys}
 
 
 def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources:
     """The prompts file, checked key by key: every domain, format and mode has its wording,
-    every format at least two paraphrases, every template only its own fields."""
+    every format at least two paraphrases, every template only its own fields and every field
+    a prompt needs (the name, the candidate's label, the answer line, ...); no key twice."""
     source = str(path)
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise InputError(source, f"not valid YAML: {yaml_problem(error)}") from error
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(source, f"cannot read: {error}") from error
+    check_yaml_duplicate_keys(text, source)
     read = _Reader(source)
     top = read.mapping(raw, "", _TOP_KEYS)
     domains = read.mapping(top["domains"], "domains", DOMAINS)
@@ -161,8 +181,12 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
     title_lines: dict[str, str] = {}
     for d in DOMAINS:
         entry = read.mapping(domains[d], f"domains.{d}", ("name_line", "title_line"))
-        name_lines[d] = read.template(entry["name_line"], f"domains.{d}.name_line", ("name",))
-        title_lines[d] = read.template(entry["title_line"], f"domains.{d}.title_line", ("title",))
+        name_lines[d] = read.template(
+            entry["name_line"], f"domains.{d}.name_line", ("name",), ("name",)
+        )
+        title_lines[d] = read.template(
+            entry["title_line"], f"domains.{d}.title_line", ("title",), ("title",)
+        )
     instructions = read.mapping(top["instructions"], "instructions", FORMATS)
     paraphrased: dict[str, dict[str, dict[str, str]]] = {}
     for fmt in FORMATS:
@@ -186,10 +210,12 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
         name_lines=name_lines,
         title_lines=title_lines,
         attribute_lines=read.per_key(
-            top["attribute_lines"], "attribute_lines", ATTRIBUTE_KINDS, ("value",)
+            top["attribute_lines"], "attribute_lines", ATTRIBUTE_KINDS, ("value",), ("value",)
         ),
-        candidate_header=read.template(top["candidate_header"], "candidate_header", ("label",)),
-        layout=read.template(top["layout"], "layout", ("instruction", "body", "answer")),
+        candidate_header=read.template(
+            top["candidate_header"], "candidate_header", ("label",), ("label",)
+        ),
+        layout=read.template(top["layout"], "layout", LAYOUT_FIELDS, LAYOUT_FIELDS),
         instructions=paraphrased,
         answers={
             fmt: read.per_key(answers[fmt], f"answers.{fmt}", MODES[fmt], ("tool_name",))
@@ -199,7 +225,9 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
             fmt: ToolWording(**read.per_key(tools[fmt], f"tools.{fmt}", tool_keys))
             for fmt in FORMATS
         },
-        probe_layout=read.template(probes["layout"], "probes.layout", ("task", "question")),
+        probe_layout=read.template(
+            probes["layout"], "probes.layout", ("task", "question"), ("task", "question")
+        ),
         probes={
             "choice": Probe(
                 read.template(choice["question"], "probes.choice.question"),

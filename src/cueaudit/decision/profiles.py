@@ -307,8 +307,11 @@ class Finding:
 
 
 def _phrase_pattern(phrase: str) -> str:
+    """A term as a whole-word pattern; its last word also in the plural ("Asians",
+    "Hispanics", "Native Americans"), a space or hyphen inside it matching either."""
     parts = [re.escape(p) for p in re.split(r"[\s\-‐]+", phrase.strip()) if p]
-    return r"(?<!\w)" + r"[\s\-‐]+".join(parts) + r"(?!\w)"
+    plural = r"(?:e?s)?" if parts and parts[-1][-1:].isalpha() else ""
+    return r"(?<!\w)" + r"[\s\-‐]+".join(parts) + plural + r"(?!\w)"
 
 
 def _cue_pattern(cue: str) -> str:
@@ -330,8 +333,15 @@ class _Checker:
         terms: Sequence[str],
         cues: Sequence[str],
         common: frozenset[str],
+        allowed: Sequence[str] = (),
     ) -> None:
         cues = [c for c in cues if c.strip()]
+        allowed = sorted((a for a in allowed if a.strip()), key=len, reverse=True)
+        self.allowed = (
+            re.compile("|".join(_cue_pattern(a) for a in allowed), re.IGNORECASE)
+            if allowed
+            else None
+        )
         tokens = {part for name in names for part in name.split() if part}
         self.common = {t.casefold() for t in tokens if t.casefold() in common}
         plain = sorted({t.casefold() for t in tokens} - self.common, key=len, reverse=True)
@@ -362,6 +372,8 @@ class _Checker:
             self.common_re = None
 
     def find(self, label: str, field: str, text: str) -> Iterator[Finding]:
+        if self.allowed is not None:  # an allowed phrase is no signal, whatever it contains
+            text = self.allowed.sub(lambda m: " " * len(m.group(0)), text)
         for kind, pattern in self.patterns:
             for m in pattern.finditer(text):
                 yield Finding(label, field, kind, m.group(0))
@@ -378,10 +390,12 @@ def find_demographic_cues(
     terms_path: str | Path,
     audit_cues: Sequence[str] = (),
     common_words: Iterable[str] = (),
+    allowed: Sequence[str] = (),
 ) -> list[Finding]:
-    """Every cue in ``(label, field, text)`` triples, in input order (see the module docstring)."""
+    """Every cue in ``(label, field, text)`` triples, in input order (see the module docstring);
+    ``allowed`` phrases (``Washington State University``) are skipped whatever they contain."""
     common = COMMON_WORD_NAMES | {w.casefold() for w in common_words}
-    checker = _Checker(names, load_terms(terms_path), audit_cues, common)
+    checker = _Checker(names, load_terms(terms_path), audit_cues, common, allowed)
     return [f for label, field, text in texts for f in checker.find(label, field, text)]
 
 
@@ -395,6 +409,27 @@ def _raise_findings(findings: Sequence[Finding], what: str) -> None:
     )
 
 
+def _check_texts(
+    texts: Sequence[tuple[str, str, str]],
+    what: str,
+    *,
+    names: Iterable[str],
+    terms_path: str | Path,
+    audit_cues: Sequence[str],
+    common_words: Iterable[str],
+    allowed: Sequence[str],
+) -> None:
+    findings = find_demographic_cues(
+        texts,
+        names=names,
+        terms_path=terms_path,
+        audit_cues=audit_cues,
+        common_words=common_words,
+        allowed=allowed,
+    )
+    _raise_findings(findings, what)
+
+
 def check_profiles(
     profiles: pl.DataFrame,
     *,
@@ -402,6 +437,7 @@ def check_profiles(
     terms_path: str | Path,
     audit_cues: Sequence[str] = (),
     common_words: Iterable[str] = (),
+    allowed: Sequence[str] = (),
 ) -> None:
     """Raise InputError naming the profile id, field and token of the first demographic cue in
     any profile's title or text (see the module docstring for what counts)."""
@@ -410,10 +446,15 @@ def check_profiles(
         for pid, title, text in profiles.select("profile_id", "title", "text").iter_rows()
         for field, value in (("title", title), ("text", text))
     ]
-    findings = find_demographic_cues(
-        texts, names=names, terms_path=terms_path, audit_cues=audit_cues, common_words=common_words
+    _check_texts(
+        texts,
+        "profile",
+        names=names,
+        terms_path=terms_path,
+        audit_cues=audit_cues,
+        common_words=common_words,
+        allowed=allowed,
     )
-    _raise_findings(findings, "profile")
 
 
 def check_attribute_list(
@@ -423,12 +464,17 @@ def check_attribute_list(
     terms_path: str | Path,
     audit_cues: Sequence[str] = (),
     common_words: Iterable[str] = (),
+    allowed: Sequence[str] = (),
 ) -> list[str]:
     """Load an attribute list and apply the profile check to each entry (label ``file:line``)."""
     entries = _read_list(path)
-    texts = [(f"{path}:{line}", "entry", entry) for line, entry in entries]
-    findings = find_demographic_cues(
-        texts, names=names, terms_path=terms_path, audit_cues=audit_cues, common_words=common_words
+    _check_texts(
+        [(f"{path}:{line}", "entry", entry) for line, entry in entries],
+        "attribute",
+        names=names,
+        terms_path=terms_path,
+        audit_cues=audit_cues,
+        common_words=common_words,
+        allowed=allowed,
     )
-    _raise_findings(findings, "attribute")
     return [entry for _, entry in entries]

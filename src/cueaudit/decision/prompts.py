@@ -205,9 +205,12 @@ def expected_counts(settings: Mapping[str, Any]) -> dict[str, int]:
 
 
 def task_answers(settings: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Each task's outcome kind and answer settings (checked by building the kind)."""
+    """Each task's outcome kind and answer settings (checked by building the kind); a design
+    asking for more paraphrases than the prompts file has is refused here, while the workflow
+    is parsed, not when its prompt tables are built."""
     cfg = DesignSettings.of(settings)
     resources = load_prompt_resources(cfg.prompts)
+    _paraphrases(resources, cfg.paraphrases)
     answers: dict[str, tuple[str, dict[str, Any]]] = {}
     for task in cfg.tasks:
         spec = TASKS[task]

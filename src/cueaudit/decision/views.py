@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -10,6 +11,8 @@ import polars as pl
 
 from cueaudit.report import write_table
 from cueaudit.store import ParseRateGroups, ViewBuilder, connect, relation_columns
+
+log = logging.getLogger(__name__)
 
 #: Parse rates per model, seed, task, format, mode and bundle type.
 PARSE_RATES: Final = ParseRateGroups(by=("format", "mode", "bundle_type"))
@@ -42,8 +45,10 @@ def database_views(
 
 
 def outcome_summary(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """Per model, task, format and mode: answers, parse rate, constrained answers, answers
-    with option scores, and where the answers were read from (text, JSON, tool call)."""
+    """Per model, task, format and mode: answers, the prompts of the task that got no answer
+    from the model under one of its seeds (``n_missing``: a deleted or lost row is a counted
+    gap, not a silent one), parse rate, constrained answers, answers with option scores, and
+    where the answers were read from (text, JSON, tool call)."""
     columns = set(relation_columns(con, "decision_outcomes"))
     ranks = "ranks" if "ranks" in columns else "CAST(NULL AS BIGINT[])"
     label = "answer_label" if "answer_label" in columns else "CAST(NULL AS VARCHAR)"
@@ -65,7 +70,27 @@ def outcome_summary(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         GROUP BY ALL ORDER BY ALL
         """
     ).pl()
-    return summary
+    names = ", ".join("'" + t.replace("'", "''") + "'" for t in summary["task"].unique()) or "NULL"
+    expected = con.sql(
+        f"""
+        WITH runs AS (SELECT DISTINCT model, seed, task FROM outcomes WHERE task IN ({names})),
+             sizes AS (SELECT task, count(*) AS n FROM prompts WHERE task IN ({names})
+                       GROUP BY task)
+        SELECT model, task, sum(n) AS n_expected FROM runs JOIN sizes USING (task)
+        GROUP BY ALL
+        """
+    ).pl()
+    summary = summary.join(expected, on=["model", "task"], how="left").with_columns(
+        n_missing=(pl.col("n_expected") - pl.col("n_responses")).clip(lower_bound=0)
+    )
+    missing = summary.filter(pl.col("n_missing") > 0)
+    for row in missing.iter_rows(named=True):
+        log.warning(
+            "%s, %s: %d of %d answers missing", row["model"], row["task"], row["n_missing"],
+            row["n_expected"],
+        )  # fmt: skip
+    order = ["model", "task", "format", "mode", "n_responses", "n_expected", "n_missing"]
+    return summary.select(*order, *[c for c in summary.columns if c not in order])
 
 
 def write_outcome_summary(

@@ -57,7 +57,8 @@ CACHE_SCHEMA: Final = {
     "prompt_uid": pl.String,
     **GENERATION_SCHEMA,
     "backend": pl.String,
-    "created": pl.Float64,
+    "created": pl.Float64,  # when the row was written (the newest row of a key wins)
+    "generated": pl.Float64,  # when the answer was generated (kept when scores are added)
 }
 
 
@@ -113,6 +114,8 @@ def read_part(path: str | Path) -> pl.DataFrame:
             tool_calls=pl.lit(None, pl.String),
             constrained=pl.lit(False),
         )
+    if "generated" not in frame.columns:  # parts written before answers kept their time
+        frame = frame.with_columns(generated=pl.col("created"))
     return frame.select(list(CACHE_SCHEMA)).cast(CACHE_SCHEMA)
 
 

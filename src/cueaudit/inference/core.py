@@ -53,6 +53,8 @@ RESPONSE_SCHEMA: Final = {
     "backend": pl.String,
     "cache_key": pl.String,
     "cache_hit": pl.Boolean,
+    #: When the answer was generated (seconds since the epoch; a cached answer keeps its own).
+    "generated": pl.Float64,
 }
 
 

@@ -335,6 +335,7 @@ def _generate(
                 **generation.row(),
                 "backend": backend.name,
                 "created": now,
+                "generated": now,
             }
             for request, generation in batch
         ]

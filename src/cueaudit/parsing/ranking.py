@@ -24,7 +24,10 @@ markdown or quotes):
    without ">", "B, A, C, D" is a strict order. Only the chain naming most candidates counts.
 
 When several forms match, the one that places most candidates wins (ties: the order above).
-Labels must not be bare integers, which would read as ranks.
+Labels must not be bare integers, which would read as ranks. With single-capital labels (A-D),
+a form that also places another capital ("B > A > C > D > E", "E: 5" beside the four, "5. E",
+"Candidate F") ranks a candidate that was not shown: 'unknown_candidate' ("I" is read as the
+pronoun).
 
 Only the answer turn is read (see :mod:`cueaudit.parsing.text`). Two readings that each
 place every candidate once but disagree give 'several_rankings': two chains ("B > A > C > D.
@@ -49,7 +52,7 @@ DEFAULT_CANDIDATES: Final = ("A", "B", "C", "D")
 #: Reasons a ranking yields no outcome (besides 'empty', 'refusal' and the JSON reasons).
 REASONS: Final = {
     "no_ranking": "no ranking in a form the parser reads",
-    "unknown_candidate": "a candidate that is not one of those shown (structured answers)",
+    "unknown_candidate": "a candidate that is not one of those shown ('B > A > C > D > E')",
     "duplicate_candidate": "a candidate placed more than once",
     "missing_candidate": "a candidate not placed",
     "rank_out_of_range": "a rank outside 1..n",
@@ -135,6 +138,12 @@ class _Patterns:
     numbered: re.Pattern[str]
     assignment: re.Pattern[str]
     separator: re.Pattern[str]
+    # a label of the same shape that is not one of the candidates ("E" beside A-D), right
+    # after or before a chain, as an assignment or as a list item
+    unknown_after: re.Pattern[str] | None
+    unknown_before: re.Pattern[str] | None
+    unknown_assignment: re.Pattern[str] | None
+    unknown_item: re.Pattern[str] | None
 
 
 _OPEN = r"[*_\"'`“”‘’(\[]*"
@@ -149,7 +158,24 @@ def _patterns(candidates: tuple[str, ...]) -> _Patterns:
     label = rf"(?<!\w)(?:{names})(?!\w)"
     token = rf"{_OPEN}{_PREFIX}{_OPEN}{label}{_CLOSE}"
     joined = rf"{token}(?:\s*(?:,|=|/|&|(?i:and))\s*{token})*"
+    others = _other_labels(candidates)
+    unknown = (
+        rf"(?:{_OPEN}(?i:candidate|applicant|option|profile|patient)\s+{_OPEN}[A-Z]{_CLOSE}"
+        rf"|{_OPEN}(?<!\w)[{others}](?!\w){_CLOSE})(?!\w)"
+        if others
+        else None
+    )
     return _Patterns(
+        unknown_after=re.compile(rf"\s*(?:>|==|=|,|;)\s*{unknown}") if unknown else None,
+        unknown_before=re.compile(rf"{unknown}\s*(?:>|==|=|,|;)\s*$") if unknown else None,
+        unknown_assignment=(
+            re.compile(rf"{unknown}\s*(?::|=|->|→|-|–)\s*(?:(?i:rank(?:ed)?)\s*)?#?\d+")
+            if unknown
+            else None
+        ),
+        unknown_item=(
+            re.compile(rf"(?<![\w.])(\d+){_ORDINAL}\s*[.):\-–]\s*{unknown}") if unknown else None
+        ),
         label=re.compile(rf"(?<!\w)({names})(?!\w)"),
         chain=re.compile(rf"{token}(?:\s*(?:>|==|=|,|;)\s*{token})+"),
         numbered=re.compile(
@@ -161,6 +187,27 @@ def _patterns(candidates: tuple[str, ...]) -> _Patterns:
         ),
         separator=re.compile(rf"(?<!\w)({names})(?!\w)|(>|==|=|,|;)"),
     )
+
+
+def _other_labels(candidates: tuple[str, ...]) -> str:
+    """The capital letters that would be further candidates when the labels are single
+    capitals (A-D: E-Z); "I" is left out, as the pronoun it usually is."""
+    if not all(len(c) == 1 and c.isupper() for c in candidates):
+        return ""
+    return "".join(c for c in "ABCDEFGHJKLMNOPQRSTUVWXYZ" if c not in candidates)
+
+
+def _names_unknown(text: str, form: str, spans: Sequence[re.Match[str]], p: _Patterns) -> bool:
+    """Whether the text form read from ``spans`` also names a candidate that is not shown."""
+    if form == "chain":
+        assert p.unknown_after is not None and p.unknown_before is not None
+        return any(
+            p.unknown_after.match(text, m.end()) or p.unknown_before.search(text[: m.start()])
+            for m in spans
+        )
+    pattern = p.unknown_assignment if form == "assignments" else p.unknown_item
+    assert pattern is not None
+    return pattern.search(text) is not None
 
 
 def _chain_placements(span: str, patterns: _Patterns) -> list[Placement]:
@@ -177,9 +224,10 @@ def _chain_placements(span: str, patterns: _Patterns) -> list[Placement]:
 
 def _text_forms(
     text: str, candidates: tuple[str, ...]
-) -> tuple[list[list[Placement]], set[tuple[int, ...]]]:
-    """The placements each text form reads, in order of precedence, and the ranks of every
-    complete reading (a chain, the list, the assignments)."""
+) -> tuple[list[list[Placement]], set[tuple[int, ...]], list[bool]]:
+    """The placements each text form reads, in order of precedence, the ranks of every
+    complete reading (a chain, the list, the assignments), and whether each form also names
+    a candidate that is not shown."""
     p = _patterns(candidates)
     items = list(p.numbered.finditer(text))
     numbered = [
@@ -204,7 +252,15 @@ def _text_forms(
         ranks = rank_placements(placements, candidates).ranks if placements else None
         if ranks is not None:
             complete.add(ranks)
-    return [numbered, assignments, longest_chain], complete
+    longest = [m for c, m in zip(chains, matches, strict=True) if c is longest_chain]
+    unknown = [
+        bool(p.unknown_item) and bool(numbered) and _names_unknown(text, "numbered", items, p),
+        bool(p.unknown_assignment)
+        and bool(assignments)
+        and _names_unknown(text, "assignments", [], p),
+        bool(p.unknown_after) and bool(longest) and _names_unknown(text, "chain", longest, p),
+    ]
+    return [numbered, assignments, longest_chain], complete, unknown
 
 
 def parse_ranking(
@@ -219,10 +275,13 @@ def parse_ranking(
         if len({r.ranks for r in readings if r.ranks is not None}) > 1:
             return ParsedRanking(None, "several_rankings", len(candidates))
         return next((r for r in readings if r.ranks is not None), readings[0])
-    forms, complete = _text_forms(answer_turn(text), tuple(candidates))
+    forms, complete, unknown = _text_forms(answer_turn(text), tuple(candidates))
     if len(complete) > 1:
         return ParsedRanking(None, "several_rankings", len(candidates))
     best = max(forms, key=len)  # max keeps the first of equally long forms
     if best:
+        if unknown[forms.index(best)]:
+            n_ranked = len({c for c, _ in best} & set(candidates))
+            return ParsedRanking(None, "unknown_candidate", n_ranked)
         return rank_placements(best, candidates)
     return ParsedRanking(None, "refusal" if refuses_judgement(text) else "no_ranking")

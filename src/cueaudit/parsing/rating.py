@@ -18,6 +18,13 @@ order; the first that applies decides:
 6. otherwise the first sentence must hold exactly one number (numbers of years, percentages,
    ordinals and years such as 2024 do not count); several give 'several_ratings'.
 
+Two rules come first. A **self-correction** ("Rating: 4 ... actually, 2", "3, no wait, 2",
+"Correction: 2", "make that 2") ends the answer it corrects: when what follows the last
+correction marker holds a rating, that rating is the answer. A **negated** number ("not a 5",
+"isn't a 5", "wouldn't give it a 5", "never a 5") is not a rating and is left out: "Not a 5,
+but a 4" is 4, "It isn't a 5." gives 'no_rating'; a first sentence whose only numbers are
+negated does not count as the first sentence.
+
 A rating read by rules 3-6 must agree with every fraction on the scale and every labelled
 rating of the turn: "1. This score indicates a 3" and "4\nRating: 2" give
 'several_ratings'. Number words ("four") count only as the whole leading answer ("Three",
@@ -66,6 +73,22 @@ _WORD_ANSWER_RE = re.compile(
 _LIST_ITEM_RE = re.compile(r"^\s*[*_]*2[.)](?:\s|$)", re.MULTILINE)
 _OTHER_SCALE_RE = re.compile(r"(?<![\w.,])[01]\s*(?:-|–|—|to)\s*(\d+)(?![\w.]|,\d)", re.IGNORECASE)
 _SENTENCE_END_RE = re.compile(r"[!?\n]|\.(?!\d)")
+#: A negation up to four words before a number: "not a 5", "would not rate them a 5".
+_NEGATED_RE = re.compile(
+    r"(?:\bnot|n't|\bnever)\b(?:\s+(?!not\b|but\b)[A-Za-z']+){0,4}?\s+" + _NUMBER + r"(?!\.?\d)",
+    re.IGNORECASE,
+)
+#: What starts a correction of the answer given before it.
+_CORRECTION_RE = re.compile(
+    r"\b(?:actually|correction|on second thought|i mean|make that|no,? wait|wait|"
+    r"let me (?:correct|revise)|revised?|instead)\b\s*[:,\-–—]?",
+    re.IGNORECASE,
+)
+#: A number joined to a negated one ("not a 1 or a 2"): negated too.
+_ALSO_NEGATED_RE = re.compile(
+    r"\s*(?:,|\bor\b|\bnor\b|\band\b)\s*(?:an?\s+)?" + _NUMBER + r"(?!\.?\d)"
+)
+_NEGATED = "¬"  # stands in for a negated number: not a digit, but remembers a number was there
 _RANGE_TAIL_RE = re.compile(r"\s*(?:-|–|—|to|or|and|/|,|;)\s*\d", re.IGNORECASE)
 
 
@@ -122,10 +145,32 @@ def parse_rating(text: str | None, scale: int = 5, field: str = "rating") -> Par
     if word and _WORDS.index(word.group(2).lower()) < scale:
         digit = str(_WORDS.index(word.group(2).lower()) + 1)
         turn = word.group(1) + digit + turn[word.end() :]
-    parsed = _parse_rating_text(turn, scale)
+    corrections = list(_CORRECTION_RE.finditer(turn))
+    if corrections:
+        corrected = _parse_rating_text(_negated(turn[corrections[-1].end() :]), scale)
+        if corrected.value is not None:
+            return corrected
+        if corrected.reason is not None:
+            return corrected
+    parsed = _parse_rating_text(_negated(turn), scale)
     if parsed.value is None:
         return parsed if parsed.reason else ParsedAnswer(None, _no_rating(text))
     return parsed
+
+
+def _negated(turn: str) -> str:
+    """``turn`` with each negated number (and each joined to it by "or", "nor", "and" or a
+    comma) replaced by a stand-in that is no digit."""
+    chars = list(turn)
+    for m in _NEGATED_RE.finditer(turn):
+        spans = [m.span(1)]
+        end = m.end()
+        while (more := _ALSO_NEGATED_RE.match(turn, end)) is not None:
+            spans.append(more.span(1))
+            end = more.end()
+        for start, stop in spans:
+            chars[start:stop] = [_NEGATED] + [" "] * (stop - start - 1)
+    return "".join(chars)
 
 
 def _no_rating(text: str) -> str:
@@ -162,11 +207,19 @@ def _parse_rating_text(turn: str, scale: int) -> ParsedAnswer:
 
 
 def _first_sentence_numbers(body: str) -> tuple[str, list[re.Match[str]]]:
-    end = _SENTENCE_END_RE.search(body)
-    first_sentence = body[: end.start()] if end else body
-    return first_sentence, [
-        m for m in _NUMBER_RE.finditer(first_sentence) if _counts(first_sentence, m)
-    ]
+    """The first sentence and its numbers; a sentence whose numbers were all negated is
+    passed over ("I would not give a 5. I give a 4.")."""
+    passing = False
+    while True:
+        end = _SENTENCE_END_RE.search(body)
+        first_sentence = body[: end.start()] if end else body
+        numbers = [m for m in _NUMBER_RE.finditer(first_sentence) if _counts(first_sentence, m)]
+        negated = _NEGATED in first_sentence
+        empty = passing and not first_sentence.strip(" .…,;:-–—")
+        if numbers or not (negated or empty) or end is None:
+            return first_sentence, numbers
+        passing = True
+        body = body[end.end() :]
 
 
 def _leading_number(body: str) -> float | None:

@@ -32,8 +32,11 @@ COMMON_COLUMNS: Final = {
     "parse_error": pl.String(),
     "answer_source": pl.String(),  # 'text', 'json' or 'tool_call'
     "constrained": pl.Boolean(),
+    "generated": pl.Float64(),  # when the answer was generated (null in older shards)
 }
 ANSWER_SOURCES: Final = ("text", "json", "tool_call")
+#: What identifies one answer: one outcome per prompt, model, seed and task.
+ANSWER_KEY: Final = ("prompt_uid", "model", "seed", "task")
 _REQUIRED: Final = ("prompt_uid", "model", "seed", "task", "completion")
 
 
@@ -95,6 +98,7 @@ def parse_responses(
     completions = _column(responses, "completion", pl.String())
     tool_calls = _column(responses, "tool_calls", pl.String())
     constrained = _column(responses, "constrained", pl.Boolean()).fill_null(False)
+    generated = _column(responses, "generated", pl.Float64())
     scores = _column(responses, "option_logprobs", pl.String())
 
     answers: dict[tuple[str | None, str | None, bool], tuple[str, Parsed]] = {}
@@ -123,7 +127,7 @@ def parse_responses(
     parsed_frame = pl.DataFrame(columns, schema={c: schema[c] for c in columns})
     return (
         responses.select("prompt_uid", "model", "seed", "task")
-        .with_columns(constrained)
+        .with_columns(constrained, generated)
         .hstack(parsed_frame)
         .select(list(schema))
         .cast(pl.Schema(schema))
@@ -137,12 +141,27 @@ def parse_response_files(
     out_path: str | Path,
 ) -> pl.DataFrame:
     """Parse the response shards of one model, seed and task into one outcome table, written
-    atomically to ``out_path``."""
+    atomically to ``out_path``. A prompt answered twice (a duplicated row, a shard copied
+    over another) is an error naming the shard: one prompt gets one outcome."""
     if not paths:
         raise InputError("parse_response_files", "no response shards", "paths")
+    parts = [_parse_shard(Path(p), kind, settings) for p in paths]
     outcomes = pl.concat(
-        [_parse_shard(Path(p), kind, settings) for p in paths], how="diagonal_relaxed"
+        [part.with_columns(_shard=pl.lit(i)) for i, part in enumerate(parts)],
+        how="diagonal_relaxed",
     )
+    twice = outcomes.filter(pl.struct(ANSWER_KEY).is_duplicated())
+    if twice.height:
+        first = twice.row(0, named=True)
+        shards = sorted({str(paths[i]) for i in twice["_shard"].to_list()})
+        raise InputError(
+            shards[-1],
+            f"{twice.select(ANSWER_KEY).n_unique()} prompts answered more than once (first: "
+            f"{first['prompt_uid']} of {first['task']}, in {', '.join(shards)}): one prompt "
+            "gets one outcome",
+            "prompt_uid",
+        )
+    outcomes = outcomes.drop("_shard")
     write_parquet(outcomes, out_path)
     return outcomes
 

@@ -51,11 +51,7 @@ rule check_decision_composition:
     input:
         **DECISION_FRAMES,
     output:
-        csv=report(
-            decision_tables("composition")["composition"],
-            caption="../../report/decision_composition.rst",
-            category="Decision audit",
-        ),
+        **decision_table_outputs("composition"),
     params:
         alpha=decision_analysis_settings().get("composition_alpha", 0.001),
     log:
@@ -74,14 +70,15 @@ rule estimate_decision_contrasts:
         **DECISION_FRAMES,
         composition=decision_tables("composition")["composition"],
         preregistration=config["decision"]["preregistration"],
-        lock=PREREGISTRATION_LOCK,
+        check=PREREGISTRATION_CHECK,
+        files=list(decision_registered_files().values()),
     output:
-        **{
-            name: report(path, caption=f"../../report/decision_{name}.rst", category="Decision audit")
-            for name, path in decision_tables("contrasts").items()
-        },
+        **decision_table_outputs("contrasts"),
     params:
         pooled_extensions=decision_pooled_extensions(),
+        lock=PREREGISTRATION_LOCK,
+        files=decision_registered_files(),
+        design=decision_registered_design(),
     log:
         "logs/decision/contrasts.log",
     conda:
@@ -101,11 +98,7 @@ rule plant_decision_disparities:
         preregistration=config["decision"]["preregistration"],
         prompts=decision_design().get("prompts", DEFAULT_PROMPTS),
     output:
-        csv=report(
-            decision_tables("planted")["planted"],
-            caption="../../report/decision_planted.rst",
-            category="Decision audit",
-        ),
+        **decision_table_outputs("planted"),
     params:
         settings=config_slice(
             decision_analysis_settings(), "planted_sizes", "planted_contrast", "simulate", "seed"
@@ -128,10 +121,7 @@ rule measure_decision_instrument:
         composition=decision_tables("composition")["composition"],
         contrasts=decision_tables("contrasts")["contrasts"],
     output:
-        **{
-            name: report(path, caption=f"../../report/decision_{name}.rst", category="Decision audit")
-            for name, path in decision_tables("instrument").items()
-        },
+        **decision_table_outputs("instrument"),
     log:
         "logs/decision/instrument.log",
     conda:

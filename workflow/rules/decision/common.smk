@@ -5,8 +5,16 @@ from cueaudit.decision.formats import DEFAULT_PROMPTS  # noqa: E402
 from cueaudit.decision.prompts import PRIMARY, arm_task, task_spec  # noqa: E402
 from cueaudit.decision.prompts import expected_counts, task_answers  # noqa: E402
 
+# Written once by freeze_preregistration and never a rule output (Snakemake deletes a job's
+# outputs before it reruns it); the check beside it is what the rules depend on.
 PREREGISTRATION_LOCK = "results/decision/preregistration.lock"
+PREREGISTRATION_CHECK = "results/decision/preregistration.checked"
+#: The stimulus files the lock binds, by role (config keys of decision:, prompts from the design).
+REGISTERED_FILES = ("profiles", "name_pairs", "hobbies", "neighbourhoods", "demographic_terms")
 DECISION_ANSWERS = {}  # filled on first use by decision_answers()
+# A design larger than this builds gigabytes of prompt tables: it runs only once its size is
+# confirmed (decision.expected_requests)
+UNCONFIRMED_REQUESTS = 1_000_000
 # Long enough for each answer: a rating or yes/no word, a four-rank JSON object, a tool
 # call's arguments (with whitespace: a server's grammar allows `{ "decision": "yes" }`).
 DECISION_MAX_NEW_TOKENS = {"rate": 8, "decide": 8, "rank": 40, "probe": 24, "tool_call": 24}
@@ -57,6 +65,42 @@ def decision_arm_models(arm):
     return model_names() if arm == PRIMARY else decision_arm_models(PRIMARY)
 
 
+def decision_registered_files():
+    """Role -> path of every stimulus file the pre-registration lock binds."""
+    files = {role: decision_config()[role] for role in REGISTERED_FILES}
+    return files | {"prompts": decision_design().get("prompts", DEFAULT_PROMPTS)}
+
+
+def decision_registered_design():
+    """The settings of the pre-registered arm that change its prompts or its planned family:
+    the design, its models and seeds, the profile reading, the points scale and the
+    composition level (extensions are never pre-registered)."""
+    models = decision_arm_models(PRIMARY)
+    analysis = decision_config().get("analysis", {})
+    return {
+        "design": decision_design(),
+        "models": models,
+        "seeds": {model: [s for _, s in model_seed_pairs([model])] for model in models},
+        **config_slice(
+            decision_config(), "profiles_format", "strip_suffixes", "audit_cues", "allowed_phrases"
+        ),
+        "analysis": config_slice(analysis, "rank_points", "composition_alpha"),
+    }
+
+
+def decision_answer_folders():
+    """Where decision answers of the pre-registered arm would already be: response shards and
+    cached answers of each model, seed and task."""
+    tasks = [t for t, (_, _, arm) in decision_answers().items() if arm == PRIMARY]
+    runs = model_seed_pairs(decision_arm_models(PRIMARY))
+    return [
+        f"{root}/{model}/seed{seed}/{task}"
+        for root in ("results/responses", "results/cache/responses")
+        for model, seed in runs
+        for task in tasks
+    ]
+
+
 def decision_max_new_tokens(task):
     limits = {**DECISION_MAX_NEW_TOKENS, **decision_config()["max_new_tokens"]}
     spec = task_spec(task)
@@ -76,7 +120,22 @@ def decision_answers():
     return DECISION_ANSWERS
 
 
+def check_decision_max_new_tokens():
+    """Every key of decision.max_new_tokens is a format, tool_call or a task of the design (a
+    misspelt task would otherwise be ignored)."""
+    tasks = set(decision_answers())
+    known = set(DECISION_MAX_NEW_TOKENS) | tasks | {t.split("__")[0] for t in tasks}
+    for key in decision_config()["max_new_tokens"]:
+        if key not in known:
+            raise ValueError(
+                f"config key decision.max_new_tokens.{key}: not a format "
+                f"({', '.join(DECISION_MAX_NEW_TOKENS)}) or a task of this design "
+                f"({', '.join(sorted(tasks))})"
+            )
+
+
 def decision_inference_tasks():
+    check_decision_max_new_tokens()
     tasks = {}
     for task, (kind, settings, arm) in decision_answers().items():
         tasks[task] = {
@@ -84,7 +143,7 @@ def decision_inference_tasks():
             "answer": settings,
             "max_new_tokens": decision_max_new_tokens(task),
             "shards": decision_config()["shards"],
-            "requires": [PREREGISTRATION_LOCK],
+            "requires": [PREREGISTRATION_CHECK],
         }
         models = decision_arm_models(arm)
         if models != model_names():
@@ -119,6 +178,17 @@ DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition"]
 
 def decision_tables(rule_name):
     return {name: f"results/tables/decision_{name}.csv" for name in DECISION_TABLES[rule_name]}
+
+
+def decision_table_outputs(rule_name):
+    """A rule's CSV tables (for the report, with their captions) and the Markdown copy
+    written beside each (``<name>_md``), so that a failed job leaves neither behind."""
+    outputs = {}
+    for name, path in decision_tables(rule_name).items():
+        caption = f"../../report/decision_{name}.rst"
+        outputs[name] = report(path, caption=caption, category="Decision audit")
+        outputs[f"{name}_md"] = path.removesuffix(".csv") + ".md"
+    return outputs
 
 
 def decision_all_tables():
@@ -162,6 +232,13 @@ def decision_request_count():
         raise ValueError(
             "\n".join(lines)
             + f"\nconfig key decision.expected_requests: {expected}, but the design has {total}"
+        )
+    if expected is None and total > UNCONFIRMED_REQUESTS:
+        raise ValueError(
+            "\n".join(lines)
+            + f"\nconfig key decision.expected_requests: the design has {total:,} requests, "
+            f"more than {UNCONFIRMED_REQUESTS:,}; confirm its size with expected_requests: "
+            f"{total} before anything is built"
         )
     return "\n".join(lines)
 

@@ -3,11 +3,17 @@
 
 rule freeze_preregistration:
     input:
-        # ancient: editing the file later never re-locks it; the analysis labels results
-        # exploratory instead (cueaudit.decision.preregistration.status).
-        ancient(config["decision"]["preregistration"]),
+        # ancient: editing a file later never reruns this; the lock is written once anyway,
+        # and the analysis labels results exploratory (cueaudit.decision.preregistration.status)
+        preregistration=ancient(config["decision"]["preregistration"]),
+        files=[ancient(path) for path in decision_registered_files().values()],
     output:
-        protected(PREREGISTRATION_LOCK),
+        PREREGISTRATION_CHECK,
+    params:
+        lock=PREREGISTRATION_LOCK,
+        files=decision_registered_files(),
+        design=decision_registered_design(),
+        answers=decision_answer_folders(),
     log:
         "logs/decision/freeze_preregistration.log",
     conda:
@@ -32,7 +38,9 @@ rule build_decision_prompts:
     params:
         tasks=decision_task_names(),
         designs=decision_arms(),
-        **config_slice(config["decision"], "profiles_format", "strip_suffixes", "audit_cues"),
+        **config_slice(
+            config["decision"], "profiles_format", "strip_suffixes", "audit_cues", "allowed_phrases"
+        ),
     log:
         "logs/decision/build_decision_prompts.log",
     conda:

@@ -35,6 +35,7 @@ from cueaudit.decision.design import CONTRASTS, CompositionTest, check_compositi
 ALPHA: Final = 0.001
 JUDGEMENT_CONTRASTS: Final = (("race", ("profile_id", "tier")), ("gender", ("profile_id", "tier")))
 COMPOSITION_SCHEMA: Final = {
+    "arm": pl.String(),
     "name": pl.String(),
     "stratum": pl.String(),
     "group": pl.String(),
@@ -83,20 +84,25 @@ def check_analysis_subsamples(
 ) -> pl.DataFrame:
     """COMPOSITION table: one row per passed test of every analysed subsample of ``arm``.
 
-    Raises :class:`~cueaudit.decision.design.CompositionError` at the first failed test."""
+    Raises :class:`~cueaudit.decision.design.CompositionError` at the first failed test, its
+    message naming the arm."""
     part = frames.arm(arm)
+    prefix = "" if arm == PRIMARY else f"arm {arm}: "
     results: list[CompositionTest] = []
     judged = part.judgements.filter(pl.col("y").is_not_null())
     if not judged.is_empty():
-        results += _check(judged, "judgements", ("domain", "format"), JUDGEMENT_CONTRASTS, alpha)
+        results += _check(
+            judged, f"{prefix}judgements", ("domain", "format"), JUDGEMENT_CONTRASTS, alpha
+        )
     ranked = complete_rankings(part.rankings)
     for kind, contrasts in CONTRASTS.items():
         rows = ranked.filter(pl.col("bundle_type") == kind)
         if not rows.is_empty():
-            results += _check(rows, f"rankings {kind}", ("domain", "bundle_type"), contrasts, alpha)
+            name = f"{prefix}rankings {kind}"
+            results += _check(rows, name, ("domain", "bundle_type"), contrasts, alpha)
     return pl.DataFrame(
         [
-            (t.name, t.stratum, t.group, t.against, t.exact, t.statistic, t.p_value, t.n)
+            (arm, t.name, t.stratum, t.group, t.against, t.exact, t.statistic, t.p_value, t.n)
             for t in results
         ],
         schema=COMPOSITION_SCHEMA,

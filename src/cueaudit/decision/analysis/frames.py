@@ -22,8 +22,10 @@ The analyses never query DuckDB themselves: :func:`load_frames` reads the
     Recognition-probe answers, one row per answer (:data:`PROBE_SCHEMA`): the label and
     whether it names fairness or bias (``recognised``).
 
-Every frame has ``arm``: ``"primary"`` for the pre-registered design, else the name of the
-extension block that produced the prompt; only the primary arm enters the planned family.
+Every frame has ``generated``, when the model generated the answer (seconds since the epoch;
+null for older response shards and simulated answers), and ``arm``: ``"primary"`` for the
+pre-registered design, else the name of the extension block that produced the prompt; only
+the primary arm enters the planned family.
 The simulator (:mod:`cueaudit.decision.analysis.simulate`) writes frames of the same schemas.
 """
 
@@ -51,6 +53,7 @@ _DESIGN: Final = {
     "mode": pl.String(),
     "paraphrase": pl.String(),
     "prompt_uid": pl.String(),
+    "generated": pl.Float64(),  # when the answer was generated (the pre-registration check)
 }
 _CANDIDATE: Final = {
     "profile_id": pl.String(),
@@ -89,6 +92,7 @@ PROBE_SCHEMA: Final = {
 }
 #: The outcome columns the frames read (absent when no task of that kind ran).
 _ANSWER_COLUMNS: Final = {
+    "generated": pl.Float64(),
     "answer": pl.Float64(),
     "answer_label": pl.String(),
     "ranks": pl.List(pl.Int64()),

@@ -37,7 +37,7 @@ from cueaudit.decision.analysis.frames import (
     AnalysisFrames,
     load_frames,
 )
-from cueaudit.decision.preregistration import load_preregistration, status
+from cueaudit.decision.preregistration import Registration, load_preregistration, status
 from cueaudit.decision.views import register_views
 from cueaudit.io import write_parquet
 from cueaudit.report import write_table
@@ -86,15 +86,27 @@ def read_frames(paths: Mapping[str, str]) -> AnalysisFrames:
 
 
 def write_composition(frames: AnalysisFrames, out: str, alpha: float) -> pl.DataFrame:
-    table = composition.check_analysis_subsamples(frames, alpha=alpha)
+    """The composition check of every arm the analyses estimate (the primary design and each
+    extension); the first failure stops the job."""
+    arms = [PRIMARY, *extension_arms(frames)]
+    table = pl.concat(
+        [composition.check_analysis_subsamples(frames, arm=arm, alpha=alpha) for arm in arms]
+    )
     write_table(table, out, "Decision audit: composition of every analysed subsample")
     return table
+
+
+def answered_at(frames: AnalysisFrames, arm: str = PRIMARY) -> list[float | None]:
+    """When each analysed answer of ``arm`` was generated (one time per ranking answer)."""
+    data = frames.arm(arm)
+    rankings = data.rankings.unique(["model", "seed", "task", "prompt_uid"])
+    return [*data.judgements["generated"].to_list(), *rankings["generated"].to_list()]
 
 
 def write_contrasts(
     frames: AnalysisFrames,
     *,
-    preregistration: str,
+    registration: Registration,
     lock: str,
     out: Mapping[str, str],
     pooled_extensions: Sequence[str] = (),
@@ -103,8 +115,8 @@ def write_contrasts(
     interactions, the placebo cell's pseudo-race contrasts, the leave-one-out ranges, and the
     contrasts of each extension arm: alone, or (``pooled_extensions``, e.g. a precision
     top-up) together with the primary rows."""
-    prereg = load_preregistration(preregistration)
-    state = status(preregistration, lock)
+    prereg = load_preregistration(registration.preregistration)
+    state = status(registration, lock, answered_at=answered_at(frames))
     log.info("pre-registration: %s", state.reason)
     fits = contrasts.fit_family(frames, prereg)
     table = contrasts.estimate_contrasts(frames, prereg, pre_registered=state, fits=fits)

@@ -480,7 +480,8 @@ def _arm_design(
 
 
 _OUTCOMES: Final = frozenset(
-    {"model", "seed", "y", "score", "rank", "points", "points_rule", "tie", "label", "recognised"}
+    {"model", "seed", "generated", "y", "score", "rank", "points", "points_rule", "tie"}
+    | {"label", "recognised"}
 )
 
 
@@ -732,7 +733,8 @@ def _frames(parts: Mapping[str, list[pl.DataFrame]]) -> AnalysisFrames:
     for name, schema in SCHEMAS.items():
         frames[name] = (
             pl.concat(parts[name], how="diagonal_relaxed").select(
-                pl.col(c).cast(t) for c, t in schema.items()
+                pl.col(c).cast(t) if c != "generated" else pl.lit(None, dtype=t).alias(c)
+                for c, t in schema.items()
             )
             if parts[name]
             else pl.DataFrame(schema=dict(schema))
