@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.bad_inputs.battery import seeded_results, snapshot
-from tests.conftest import SnakemakeRunner, write_config
+from tests.conftest import ROOT, SnakemakeRunner, write_config
 from tests.e2e.test_decision import decision_config
 
 pytestmark = pytest.mark.e2e
@@ -190,7 +190,9 @@ def test_the_workflow_uses_the_checkouts_library_not_an_installed_copy(
     (stale / "config.py").write_text(
         "import sys\n\ndef stop_on_bad_configfiles(argv):\n    sys.exit('a stale cueaudit')\n"
     )
-    monkeypatch.setenv("PYTHONPATH", str(stale.parent))
+    # The checkout itself on the path too, behind the stale copy, as its own editable
+    # install puts it: being on the path is not enough, it has to come first.
+    monkeypatch.setenv("PYTHONPATH", f"{stale.parent}:{ROOT / 'src'}")
     write_config(tmp_path, decision_config())
     result = run_snakemake(tmp_path, "--dry-run", check=False)
     assert result.returncode == 0, result.stderr[-2000:]
