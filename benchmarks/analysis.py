@@ -1,15 +1,19 @@
 """Time the whole analysis (every table of paper §4 and Appendices C-D, figures excluded) on a
 synthetic response table of N rows for one task and one model (default 5 million), plus the
-race-prediction outcomes of the same prompts. Reports wall time and peak RSS per step.
+race-prediction outcomes of the same prompts. Reports wall time and peak RSS per step and
+writes them to ``--out`` (default benchmarks/results/analysis.json).
 
-    python benchmarks/analysis.py [--rows 5000000] [--boot 2000] [--keep DIR]
+    python benchmarks/analysis.py [--rows 5000000] [--boot 2000] [--keep DIR] [--out FILE]
+                                  [--smoke]
+
+``--smoke`` runs every step on 30,000 rows of 200 base prompts with 20 bootstrap replicates
+(seconds), so CI notices when a step stops running; its times mean nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -21,6 +25,9 @@ import polars as pl
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from common import begin_results, default_out, footer, write_results  # noqa: E402
 
 CUES = [("none", None), ("name_rosenman", "Black"), ("name_rosenman", "White"),
         ("name_elder_hayes", "Black"), ("name_elder_hayes", "White"),
@@ -106,22 +113,42 @@ CALLS = {
 }
 
 
+#: The README's name of each step.
+LABELS = {
+    "validity_race": "validity_race (deviations, correlations, Fisher z)",
+    "ratios_race": "ratios_race (cluster bootstrap)",
+    "means_race": "means_race (cluster bootstrap)",
+    "race_prediction": "race_prediction (Table 3)",
+    "readability": "readability (Table 4)",
+    "regressions": "regressions (Tables 5–7, 3 specs, within transformation + CR1)",
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--boot", type=int, default=2000)
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None, help="the JSON (default: results/)")
+    parser.add_argument("--smoke", action="store_true", help="30,000 rows, 20 replicates")
     args = parser.parse_args()
+    n_base = 5000
+    if args.smoke:
+        args.rows, args.boot, n_base = 30_000, 20, 200
+    results = begin_results(args.smoke)
+    results |= {"rows": args.rows, "base_prompts": n_base, "bootstrap_replicates": args.boot}
     print("load:", os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
-        start = time.perf_counter()
+        start_data = time.perf_counter()
         if not (root / "prompts").exists():
-            make_data(root, args.rows)
-        print(f"data: {args.rows:,} rows per table, {time.perf_counter() - start:.1f} s")
+            make_data(root, args.rows, n_base=n_base)
+        results["data_seconds"] = time.perf_counter() - start_data
+        print(f"data: {args.rows:,} rows per table, {results['data_seconds']:.1f} s")
         (root / "tables").mkdir(exist_ok=True)
         total = 0.0
         peak = 0.0
+        steps = {}
         print("| step | wall s | peak RSS GB |\n|---|---|---|")
         for name, call in CALLS.items():
             code = STEP.format(src=str(ROOT / "src"), root=str(root), boot=args.boot,
@@ -133,10 +160,32 @@ def main() -> None:
             _, rss = res.stdout.split()[-2:]
             total += wall
             peak = max(peak, float(rss))
+            steps[name] = {"wall_s": wall, "peak_rss_gb": float(rss)}
             print(f"| {name} | {wall:.1f} | {float(rss):.2f} |", flush=True)
         print(f"| **total** | **{total:.1f}** | **{peak:.2f}** (max) |")
         print("load:", os.getloadavg())
-    _ = resource  # keeps the import used
+    results |= {"steps": steps, "total_s": total, "peak_rss_gb": peak}
+    out = args.out or default_out("analysis", args.smoke)
+    write_results(out, results)
+    print(f"wrote {out}")
+
+
+def render_table(results: dict) -> str:
+    """The README's table: wall time and peak RSS of each step, then the total."""
+    lines = ["| step | wall s | peak RSS GB |", "|---|---:|---:|"]
+    for name, step in results["steps"].items():
+        lines.append(
+            f"| {LABELS.get(name, name)} | {step['wall_s']:.1f} | {step['peak_rss_gb']:.2f} |"
+        )
+    lines += [
+        f"| **total** | **{results['total_s']:.1f}** | **{results['peak_rss_gb']:.2f}** (max) |",
+        "",
+        f"{results['rows']:,} outcome rows and as many race-prediction rows, "
+        f"{results['base_prompts']:,} base prompts, {results['bootstrap_replicates']:,} "
+        f"bootstrap replicates; generating the data took {results['data_seconds']:.0f} s "
+        f"(not counted). {footer(results)}",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,18 @@ For the ranking schema of the tests (four integer ranks in 1..4, ties allowed) a
 
     pip install llguidance==1.9.1 xgrammar==0.2.8 outlines-core==0.2.14
     python benchmarks/constrained.py [--threads 2] [--out benchmarks/results/constrained.json]
+                                     [--smoke]
+
+``--smoke`` runs every step once on 2 prompts with ``max_new_tokens`` 20 and 1 thread
+(seconds), with the libraries that are installed (llguidance at least: the engine's own), so
+CI notices when the benchmark stops running; its times mean nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import os
 import statistics
 import sys
 import time
@@ -34,9 +39,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import jsonschema  # noqa: E402
 import torch  # noqa: E402
+from common import begin_results, default_out, footer, write_results  # noqa: E402
 
 from cueaudit.inference.constrained import (  # noqa: E402
     JSON_LAYOUT,
@@ -55,6 +62,10 @@ from tests.unit.test_inference_engine import SPEC  # noqa: E402
 
 PROMPTS = 50
 MAX_NEW_TOKENS = 48
+#: --smoke: prompts, max_new_tokens, rounds, threads (one: a shared CI machine's cores).
+SMOKE = (2, 20, 1, 1)
+#: Each library's module, to tell which are installed.
+MODULES = {"llguidance": "llguidance", "xgrammar": "xgrammar", "outlines-core": "outlines_core"}
 
 
 class XGrammarMatcher:
@@ -233,8 +244,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3, help="timed runs per configuration")
     parser.add_argument("--model-dir", default="/tmp/cueaudit-bench/smollm2-135m")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/constrained.json"))
+    parser.add_argument("--out", type=Path, default=None, help="the JSON (default: results/)")
+    parser.add_argument("--smoke", action="store_true", help="2 prompts, once, 1 thread")
     args = parser.parse_args()
+    n_prompts, max_new_tokens = PROMPTS, MAX_NEW_TOKENS
+    if args.smoke:
+        n_prompts, max_new_tokens, args.rounds, args.threads = SMOKE
+    results: dict[str, Any] = begin_results(args.smoke)
     torch.set_num_threads(args.threads)
     model_dir = Path(args.model_dir)
     if not (model_dir / "cueaudit-model.json").is_file():
@@ -244,14 +260,19 @@ def main() -> None:
     tokenizer, stops = engine.tokenizer, sorted(engine.stop_ids)
     schema = canonical_json(RANKING)
     spec = AnswerSpec(json_schema=schema)
-    constrained = [Request(f"rank-{k}", ranking_prompt(k), 0, answer=spec) for k in range(PROMPTS)]
-    free = [Request(f"rank-{k}", ranking_prompt(k), 0) for k in range(PROMPTS)]
+    constrained = [
+        Request(f"rank-{k}", ranking_prompt(k), 0, answer=spec) for k in range(n_prompts)
+    ]
+    free = [Request(f"rank-{k}", ranking_prompt(k), 0) for k in range(n_prompts)]
     factories = {
         "llguidance": GuidanceGrammars,
         "xgrammar": XGrammarGrammars,
         "outlines-core": OutlinesGrammars,
     }
-    load_before = os.getloadavg()
+    if args.smoke:  # the full run needs all three; a smoke run those installed
+        missing = [n for n in factories if n != "llguidance" and not _installed(MODULES[n])]
+        results["libraries_skipped"] = {name: "not installed" for name in missing}
+        factories = {n: f for n, f in factories.items() if n not in missing}
     libraries: dict[str, dict[str, Any]] = {}
     grammars_of: dict[str, Grammars] = {}
     for name, factory in factories.items():
@@ -262,24 +283,24 @@ def main() -> None:
             "compile_ms": compile_ms(grammars, schema),
             "enforces_bounds": allowed_after(grammars, schema, tokenizer, '{"ranks": [', vocab)
             == ["1", "2", "3", "4"],
-            "batch_mask_us_per_row": batch_mask_us(grammars, schema, PROMPTS, vocab),
+            "batch_mask_us_per_row": batch_mask_us(grammars, schema, n_prompts, vocab),
         }
     engine.grammars = grammars_of["llguidance"]
-    first, _ = end_to_end(engine, constrained, MAX_NEW_TOKENS)
+    first, _ = end_to_end(engine, constrained, max_new_tokens)
     needed = first["completion_tokens_max"]
     replay = [
         tokenizer.encode(
             json.dumps({"ranks": [(k + j) % 4 + 1 for j in range(4)]}), add_special_tokens=False
         )
-        for k in range(PROMPTS)
+        for k in range(n_prompts)
     ]
     for name, grammars in grammars_of.items():
         libraries[name]["mask_us_per_token"] = mask_cost_us(grammars, schema, replay, vocab)
     # Configurations timed round-robin, so that other load on the machine spreads over all.
     runs: dict[str, tuple[Grammars | None, list[Request], int]] = {
-        "unconstrained": (None, free, MAX_NEW_TOKENS),
+        "unconstrained": (None, free, max_new_tokens),
         f"unconstrained_{needed}": (None, free, needed),
-        **{name: (g, constrained, MAX_NEW_TOKENS) for name, g in grammars_of.items()},
+        **{name: (g, constrained, max_new_tokens) for name, g in grammars_of.items()},
     }
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     summaries: dict[str, dict[str, Any]] = {}
@@ -292,25 +313,89 @@ def main() -> None:
     for name, summary in summaries.items():
         best = min(seconds[name])
         summary |= {
-            "seconds_per_prompt": best / PROMPTS,
+            "seconds_per_prompt": best / n_prompts,
             "seconds_per_token": best / summary["completion_tokens_total"],
             "seconds_runs": seconds[name],
         }
-    results: dict[str, Any] = {
+    results |= {
         "model": "SmolLM2-135M-Instruct (Q4_1 GGUF, float32), CPU",
         "threads": args.threads,
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
+        "rounds": args.rounds,
         "schema": RANKING,
-        "prompts": PROMPTS,
-        "max_new_tokens": MAX_NEW_TOKENS,
+        "prompts": n_prompts,
+        "max_new_tokens": max_new_tokens,
         "tokens_needed": needed,
         "unconstrained": summaries["unconstrained"],
         f"unconstrained_{needed}": summaries[f"unconstrained_{needed}"],
         "libraries": {name: libraries[name] | summaries[name] for name in grammars_of},
     }
     print(json.dumps(results, indent=2))
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    out = args.out or default_out("constrained", args.smoke)
+    write_results(out, results)
+    print(f"wrote {out}")
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _ms(value: float) -> str:
+    return f"{value:.2f} ms" if value < 10 else f"{value:.0f} ms"
+
+
+def render_table(results: dict[str, Any]) -> str:
+    """The README's table: per library, set-up, masking cost, speed and validity; then the
+    unconstrained baselines."""
+    libs = results["libraries"]
+    names = list(libs)
+    header = " | ".join(f"{n} (chosen)" if n == "llguidance" else n for n in names)
+
+    def row(label: str, cell: Any) -> str:
+        return f"| {label} | " + " | ".join(cell(libs[n]) for n in names) + " |"
+
+    def valid(lib: dict[str, Any]) -> str:
+        share = f"{lib['schema_valid']:.0%}"
+        return share if lib["enforces_bounds"] else f"{share} (integer bounds ignored)"
+
+    lines = [
+        f"| | {header} |",
+        "|---|" + "---:|" * len(names),
+        row("compile the ranking schema", lambda lib: _ms(lib["compile_ms"])),
+        row("one-off tokenizer set-up", lambda lib: _ms(lib["tokenizer_ms"])),
+        row("mask fill + accept, per token", lambda lib: f"{lib['mask_us_per_token']:.1f} µs"),
+        row("engine masking step, per row", lambda lib: f"~{lib['batch_mask_us_per_row']:.0f} µs"),
+        row("seconds per prompt, constrained", lambda lib: f"{lib['seconds_per_prompt']:.3f}"),
+        row("schema-valid answers", valid),
+        row(
+            "tokens per answer, mean (max)",
+            lambda lib: f"{lib['completion_tokens_mean']:.1f} ({lib['completion_tokens_max']})",
+        ),
+    ]
+    free, needed = results["unconstrained"], results["tokens_needed"]
+    equal = results[f"unconstrained_{needed}"]
+    chosen = libs.get("llguidance")
+    cost = ""
+    if chosen:
+        ratio = chosen["seconds_per_prompt"] / equal["seconds_per_prompt"] - 1
+        cost = f", so the constraint (llguidance) costs about {ratio:.0%} at equal length"
+    skipped = results.get("libraries_skipped") or {}
+    lines += [
+        "",
+        f"{results['prompts']} prompts, `max_new_tokens` {results['max_new_tokens']}, "
+        + (
+            f"fastest of {len(free['seconds_runs'])} runs"
+            if len(free["seconds_runs"]) > 1
+            else "one run"
+        )
+        + ". Without the constraint, the same prompts took "
+        f"{free['seconds_per_prompt']:.3f} s each at {results['max_new_tokens']} new tokens, "
+        f"and {free['schema_valid']:.0%} of the answers were schema-valid. At {needed} new "
+        f"tokens (what a constrained answer needs) they took {equal['seconds_per_prompt']:.3f} s"
+        f"{cost}." + (f" Not measured: {', '.join(skipped)} (not installed)." if skipped else ""),
+        "",
+        footer(results),
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,15 @@ AGREEMENT and PLANTED (real = the simulated study, simulated = fresh answers to 
 
 Every step runs in its own process, as the workflow's rules do, on the same simulated study
 (seed 0; simulating it is timed apart). The JSON keeps each step's minimum and median wall
-time over ``--repeat`` runs and the process's peak RSS (``getrusage``), the load average and
-``uptime`` before and after.
+time over ``--repeat`` runs and the process's peak RSS (``getrusage``), the commit, the load
+average and ``uptime`` before and after; ``--out`` (default
+benchmarks/results/decision_analysis.json). The README's table is ``--repeat 3``.
 
     python benchmarks/decision_analysis.py [--repeat 1] [--out FILE] [--smoke]
 
 ``--smoke`` runs every step on the default config's one-domain design with 2 models
-(seconds), so CI notices when a step stops running; its times mean nothing.
+(seconds), so CI notices when a step stops running; its times mean nothing. Its JSON goes to
+the temp folder unless ``--out`` says otherwise.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from common import begin_results, default_out, footer, write_results  # noqa: E402
 
 STEPS = ("simulate", "composition", "contrasts", "contrasts_extensions", "interactions",
          "placebo", "leave_one_out", "position", "ties", "recognition", "agreement",
@@ -127,9 +132,7 @@ def child(step: str, repeat: int, smoke: bool) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument(
-        "--out", type=Path, default=ROOT / "benchmarks/results/decision_analysis.json"
-    )
+    parser.add_argument("--out", type=Path, default=None, help="the JSON (default: results/)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true", help="a one-domain design, seconds")
     args = parser.parse_args()
@@ -137,8 +140,9 @@ def main() -> None:
         print(json.dumps(child(args.child, args.repeat, args.smoke)))
         return
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    results: dict[str, Any] = {
-        "smoke": args.smoke,
+    results: dict[str, Any] = begin_results(args.smoke)
+    results |= {
+        "repeat": args.repeat,
         "load_average_start": os.getloadavg()[0],
         "uptime_start": _uptime(),
         "cpus": os.cpu_count(),
@@ -169,12 +173,63 @@ def main() -> None:
     print(f"{'total':>20}  {results['analysis_seconds_total']:7.3f} s (analysis steps, min of "
           f"each)  max peak RSS {results['peak_rss_mb_max']:7.1f} MB")  # fmt: skip
     print(f"load: {results['uptime_start']}  ->  {results['uptime_end']}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    out = args.out or default_out("decision_analysis", args.smoke)
+    write_results(out, results)
+    print(f"wrote {out}")
     failed = [step for step in STEPS if "error" in results[step]]
     if failed:
         sys.exit(f"failed steps: {', '.join(failed)}")
+
+
+#: The README's name of each analysis step (their sizes are those of the paper's design).
+LABELS = {
+    "composition": "composition of every analysed subsample",
+    "contrasts": "36 planned contrasts (lmm with Satterthwaite / CR2) + 12 rologit re-estimates",
+    "contrasts_extensions": "contrasts of the two extension arms",
+    "interactions": "interactions (with the cells' cross-covariance; refits the family)",
+    "placebo": "placebo cell (3 domains × 4 modes × 2 estimators)",
+    "leave_one_out": "leave-one-name-out and leave-one-profile-out (52 refits × 9 cells)",
+    "position": "position effect (bundle-clustered)",
+    "ties": "tie rates",
+    "recognition": "recognition rates",
+    "agreement": "text vs tool agreement",
+    "planted": "planted disparities (3 sizes × 9 cells, answers rendered and parsed; and "
+    "simulated)",
+}
+ARMS = {"precision_topup": "top-up", "reasoning_rerun": "reasoning rerun"}
+#: Targets on 2 cores: the analysis steps' seconds and the largest peak RSS.
+TARGETS = {"seconds": 60.0, "peak_rss_mb": 4096.0}
+
+
+def render_table(results: dict[str, Any]) -> str:
+    """The README's table: every analysis step's fastest run and peak RSS, then the total."""
+    lines = ["| step | seconds | peak RSS |", "|---|---:|---:|"]
+    for step in STEPS[1:]:
+        row = results[step]
+        if "error" in row:
+            lines.append(f"| {LABELS[step]} | failed | – |")
+        else:
+            lines.append(
+                f"| {LABELS[step]} | {row['seconds_min']:.2f} | {row['peak_rss_mb']:.0f} MB |"
+            )
+    total, peak = results["analysis_seconds_total"], results["peak_rss_mb_max"]
+    lines.append(f"| **total** | **{total:.1f}** | **{peak:.0f} MB** |")
+    met = total < TARGETS["seconds"] and peak < TARGETS["peak_rss_mb"]
+    sim = results["simulate"]
+    repeat = results.get("repeat")
+    lines += [
+        "",
+        f"{sim['requests_total']:,} requests ("
+        + ", ".join(f"{n:,} {ARMS.get(k, k)}" for k, n in sim["requests"].items())
+        + f"): {sim['rows']['judgements']:,} judgements, {sim['rows']['rankings']:,} candidate "
+        f"rows of rankings, {sim['rows']['probes']:,} probe answers. "
+        + (f"Fastest of {repeat} runs of each step. " if repeat and repeat > 1 else "")
+        + ("One run of each step. " if repeat == 1 else "")
+        + f"Simulating the study takes {sim['seconds_min']:.2f} s more. Targets (under "
+        f"{TARGETS['seconds']:.0f} s and {TARGETS['peak_rss_mb'] / 1024:.0f} GB on 2 cores): "
+        f"{'met' if met else '**not met**'}. {footer(results)}",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -21,22 +21,23 @@ INTERACTIONS and PLACEBO tables of the primary arm).
   precision top-up's hiring rank estimate (analysed with the primary rows).
 
 Studies run in two worker processes (``--workers``), each seeded by its index. Writes JSON
-and a Markdown table to ``--out`` (``.json`` / ``.md``), with the commit, the wall time and
-the load average before and after.
+and a Markdown table to ``--out`` (``.json`` / ``.md``; default
+benchmarks/results/decision_calibration.json), with the commit, the wall time and the load
+average before and after.
 
-    python benchmarks/decision_calibration.py [--null 200] [--planted 200] [--smoke]
+    python benchmarks/decision_calibration.py [--null 200] [--planted 200] [--out FILE]
+                                              [--smoke]
 
 ``--smoke`` runs 4 + 4 studies of the default config's small design (seconds), so CI notices
-when it stops running; its rates mean nothing.
+when it stops running; its rates mean nothing. Its files go to the temp folder unless
+``--out`` says otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -45,9 +46,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+from common import begin_results, default_out, footer, write_results  # noqa: E402
 
 from cueaudit.decision.analysis import contrasts  # noqa: E402
 from cueaudit.decision.analysis.outputs import pooled_with_primary  # noqa: E402
@@ -242,13 +245,6 @@ def _run(kind: str, n: int, workers: int, smoke: bool) -> dict[str, Any]:
     return summary
 
 
-def _commit() -> str | None:
-    done = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    return done.stdout.strip() or None
-
-
 def markdown(results: dict[str, Any]) -> str:
     lines = [
         f"Commit {results['commit']}; {results['null']['studies']} null and "
@@ -304,15 +300,13 @@ def main() -> None:
     parser.add_argument("--planted", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--smoke", action="store_true", help="4 + 4 studies of a small design")
-    parser.add_argument(
-        "--out", type=Path, default=ROOT / "benchmarks/results/decision_calibration.json"
-    )
+    parser.add_argument("--out", type=Path, default=None, help="the JSON (default: results/)")
     args = parser.parse_args()
     if args.smoke:
         args.null = args.planted = 4
-    results: dict[str, Any] = {
-        "commit": _commit(),
-        "smoke": args.smoke,
+    results: dict[str, Any] = begin_results(args.smoke)
+    results |= {
+        "workers": args.workers,
         "load_average_start": os.getloadavg()[0],
         "generative": GENERATIVE,
         "planted_effects": PLANTED,
@@ -322,10 +316,70 @@ def main() -> None:
     results["load_average_end"] = os.getloadavg()[0]
     text = markdown(results)
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(text)
-    print(f"wrote {args.out}")
+    out = args.out or default_out("decision_calibration", args.smoke)
+    write_results(out, results)
+    out.with_suffix(".md").write_text(text)
+    print(f"wrote {out}")
+
+
+#: The README's name of each cell (format / estimator, with its inference).
+CELLS = {
+    "decide/lmm": "decide / lmm (Satterthwaite t)",
+    "rank/lmm": "rank / lmm (CR2 by bundle)",
+    "rank/rologit": "rank / rologit (CR1 by bundle)",
+    "rate/lmm": "rate / lmm (Satterthwaite t)",
+}
+
+
+def render_table(results: dict[str, Any]) -> str:
+    """The README's table: per cell, null rejection and coverage, planted bias, SD, SE and
+    coverage; then the family-wise, interaction, placebo and top-up rates."""
+    n, p = results["null"], results["planted"]
+    lines = [
+        "| format / estimator | null rejection (alpha .05) | coverage, null | planted | mean "
+        "estimate | empirical SD | mean SE | coverage, planted |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, null in n["cells"].items():
+        planted = p["cells"].get(name, {})
+        cells = [
+            CELLS.get(name, name),
+            _fmt(null.get("rejection_rate")),
+            _fmt(null.get("coverage")),
+            _fmt(planted.get("planted")),
+            _fmt(planted.get("mean_estimate"), 4),
+            _fmt(planted.get("empirical_sd"), 4),
+            _fmt(planted.get("mean_se"), 4),
+            _fmt(planted.get("planted_coverage")),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    inter_n, inter_p = n["interactions"], p["interactions"]
+    lines += [
+        "",
+        f"- Family-wise rate of the BH-corrected family under the null: "
+        f"{_fmt(n.get('family_wise_rate'))}.",
+        f"- Rate–Rank interactions (SE with the covariance through shared names and profiles): "
+        f"null rejection {_fmt(inter_n['rejection_rate_null'])}, coverage "
+        f"{_fmt(inter_n['coverage'])} (null) and {_fmt(inter_p['coverage'])} (planted); BH "
+        f"family-wise rate {_fmt(inter_n['family_wise_rate'])}.",
+        f"- Placebo cell, pseudo-race contrasts (both estimators, {n['placebo_tests']:,} tests "
+        f"in the null studies): rejection {_fmt(n['placebo_rejection_rate'])} "
+        f"({_fmt(p['placebo_rejection_rate'])} in the planted studies).",
+    ]
+    if "topup_mean_estimate" in p:
+        lines.append(
+            "- Precision top-up (pooled with the primary rows), hiring rank: mean "
+            f"{_fmt(p['topup_mean_estimate'], 4)} for {PLANTED['rank']:.2f} (SD "
+            f"{_fmt(p.get('topup_sd'), 3)})."
+        )
+    workers = results.get("workers")
+    lines += [
+        "",
+        f"{n['studies']} null and {p['studies']} planted studies"
+        + (f", {workers} workers" if workers else "")
+        + f", {n['seconds']:.0f} s (null) and {p['seconds']:.0f} s (planted). {footer(results)}",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,14 @@ the minimum and median wall time, the process's peak RSS, its RSS before the fir
 the peak of memory traced by tracemalloc during one fit (numpy's arrays are traced; the Rust
 allocations of `mixedlm` are not). With `--compare`, the same mixed-model data also go to the
 `mixedlm` package (if installed) and to R lme4 (if `Rscript` and lme4 are), and the JSON
-records each one's largest difference from lme4.
+records each one's largest difference from lme4. The README's table is ``--compare``. A job
+that fails is kept in the JSON with its error, and the script exits 1.
 
-    python benchmarks/decision_estimators.py [--repeat 3] [--compare] [--out FILE]
+    python benchmarks/decision_estimators.py [--repeat 3] [--compare] [--out FILE] [--smoke]
+
+``--smoke`` runs every job once at small sizes (2,400 and 1,200 requests, 500 rankings, 10,000
+p-values) with ``--compare`` (seconds), so CI notices when an estimator stops running; its
+times mean nothing.
 """
 
 from __future__ import annotations
@@ -33,9 +38,16 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from common import begin_results, default_out, footer, write_results  # noqa: E402
 
 N_REQUESTS = 40_726
 N_RANKINGS = 10_000
+N_PVALUES = 1_000_000
+N_SMALL = 2400
+#: --smoke: requests, rankings, p-values and the small mixed model.
+SMOKE_SIZES = (2400, 500, 10_000, 1200)
 FIXED = ["intercept", "black", "hispanic", "asian", "quality"]
 
 
@@ -229,22 +241,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--compare", action="store_true", help="also mixedlm and R lme4")
-    parser.add_argument(
-        "--out", type=Path, default=ROOT / "benchmarks/results/decision_estimators.json"
-    )
+    parser.add_argument("--out", type=Path, default=None, help="the JSON (default: results/)")
+    parser.add_argument("--smoke", action="store_true", help="small sizes, once, --compare")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.repeat)))
         return
 
-    jobs = [f"lmm:{N_REQUESTS}", f"rologit_exact:{N_RANKINGS}", f"rologit_breslow:{N_RANKINGS}",
-            f"rologit_efron:{N_RANKINGS}", "bh_tost_mde:1000000", "lmm:2400"]  # fmt: skip
-    have_mixedlm = subprocess.run([sys.executable, "-c", "import mixedlm"]).returncode == 0
+    requests, rankings, pvalues, small = N_REQUESTS, N_RANKINGS, N_PVALUES, N_SMALL
+    if args.smoke:
+        requests, rankings, pvalues, small = SMOKE_SIZES
+        args.repeat, args.compare = 1, True
+    jobs = [f"lmm:{requests}", f"rologit_exact:{rankings}", f"rologit_breslow:{rankings}",
+            f"rologit_efron:{rankings}", f"bh_tost_mde:{pvalues}", f"lmm:{small}"]  # fmt: skip
+    have_mixedlm = (
+        subprocess.run(
+            [sys.executable, "-c", "import mixedlm"], stderr=subprocess.DEVNULL
+        ).returncode
+        == 0
+    )
     if args.compare and have_mixedlm:
-        jobs += ["mixedlm:2400", f"mixedlm:{N_REQUESTS}"]
+        jobs += [f"mixedlm:{small}", f"mixedlm:{requests}"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    results: dict[str, Any] = {"load_average_start": os.getloadavg()[0]}
+    results: dict[str, Any] = begin_results(args.smoke)
+    results["load_average_start"] = os.getloadavg()[0]
     for job in jobs:
         done = subprocess.run(
             [sys.executable, __file__, "--child", job, "--repeat", str(args.repeat)],
@@ -258,13 +279,13 @@ def main() -> None:
             results[job] = json.loads(done.stdout.strip().splitlines()[-1])
         row = results[job]
         if "error" in row:
-            print(f"{job:>24}  failed: {row['error'].splitlines()[-1]}")
+            print(f"{job:>24}  failed: {(row['error'].splitlines() or [''])[-1]}")
         else:
             print(f"{job:>24}  {row['seconds_min']:7.3f} s min  {row['seconds_median']:7.3f} s "
                   f"median  peak RSS {row['peak_rss_mb']:7.1f} MB  traced "
                   f"{row['traced_peak_mb']:7.1f} MB")  # fmt: skip
     if args.compare:
-        for n_rows in (2400, N_REQUESTS):
+        for n_rows in (small, requests):
             ref = lme4_reference(n_rows)
             if ref is None or "error" in ref:
                 continue
@@ -277,9 +298,83 @@ def main() -> None:
                     fit["vs_lme4"] = _against(fit, ref)
                     print(f"{'':>24}  {who} vs lme4: {fit['vs_lme4']}")
     results["load_average_end"] = os.getloadavg()[0]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    out = args.out or default_out("decision_estimators", args.smoke)
+    write_results(out, results)
+    print(f"wrote {out}")
+    failed = [job for job in jobs if "error" in results[job]]
+    if failed:
+        sys.exit(f"failed jobs: {', '.join(failed)}")
+
+
+#: The README's name of each estimator, and the reference the unit tests check it against
+#: (tests/unit/test_stats_*.py; the lme4 difference of the mixed model is this run's own).
+ESTIMATORS = {
+    "lmm": ("crossed-random-intercept REML (`stats.mixed`)", None),
+    "mixedlm": ("same, `mixedlm` {version} (not used)", None),
+    "rologit_exact": (
+        "rank-ordered logit, exact-marginal ties (`stats.rologit`)",
+        "tests: brute-force enumeration, loglik 5e-13",
+    ),
+    "rologit_breslow": (
+        "rank-ordered logit, Breslow ties",
+        "tests: `PHReg` and R `coxph(cluster=)`, SE ≤ 6e-15 rel",
+    ),
+    "rologit_efron": (
+        "rank-ordered logit, Efron ties",
+        "tests: `PHReg` and R `coxph(cluster=)`, SE ≤ 6e-15 rel",
+    ),
+    "bh_tost_mde": (
+        "BH on {size} p-values + 36 TOST + MDE (`stats.multiplicity`)",
+        "tests: `multipletests`, `false_discovery_control`, 1e-16",
+    ),
+}
+
+
+def _size(kind: str, size: int, row: dict[str, Any]) -> str:
+    if kind in ("lmm", "mixedlm"):
+        return f"{size:,} rows"
+    if kind.startswith("rologit"):
+        return f"{size:,} bundles ({row['n_informative']:,} informative)"
+    return "–"
+
+
+def render_table(results: dict[str, Any]) -> str:
+    """The README's table: every estimator's fastest fit, its memory and its reference."""
+    lines = [
+        "| estimator | size | min s | process peak RSS | traced peak during fit | vs reference |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for job, row in results.items():
+        kind, _, size_text = job.partition(":")
+        if kind not in ESTIMATORS or not isinstance(row, dict):
+            continue
+        size = int(size_text)
+        name, reference = ESTIMATORS[kind]
+        name = name.format(version=row.get("version", ""), size=f"{size:,}")
+        if "error" in row:
+            lines.append(f"| {name} | {size:,} | failed | – | – | – |")
+            continue
+        if "vs_lme4" in row:
+            vs = row["vs_lme4"]
+            reference = (
+                f"lme4: fixed effects {vs['max_abs_coef_diff']:.0e}, SE "
+                f"{vs['max_rel_se_diff']:.0e} rel, variance components "
+                f"{vs['max_rel_vc_diff']:.0e} rel"
+            )
+        lines.append(
+            f"| {name} | {_size(kind, size, row)} | {row['seconds_min']:.2f} "
+            f"| {row['peak_rss_mb']:.0f} MB | {row['traced_peak_mb']:.0f} MB "
+            f"| {reference or '–'} |"
+        )
+    for job, row in results.items():
+        if job.startswith("lme4:"):
+            lines.append(
+                f"| R lme4 (the reference; with R start-up and CSV) | "
+                f"{int(job.partition(':')[2]):,} rows "
+                f"| {row['seconds_with_r_startup_and_csv']:.2f} | – | – | – |"
+            )
+    lines += ["", footer(results)]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -7,19 +7,24 @@ Snakemake jobs do) and reports its wall time and peak RSS; then one inference sh
 largest table is read through ``runner.shard_prompts``.
 
     python benchmarks/expansion.py [--base-prompts N] [--race-prediction] [--shards 64]
-                                   [--before] [--keep DIR] [--json PATH]
+                                   [--before] [--keep DIR] [--out PATH] [--smoke]
 
 ``--base-prompts N`` caps every task at N base prompts. ``--before`` also runs the
 per-row implementation of commit 2abd3ec, the last before prompt tables were normalised
 (``git show 2abd3ec:src/cueaudit/probing/expansion.py``), on 1,000 base prompts of one
-task (``--before-base`` to change), the size issue 13 measured.
+task (``--before-base`` to change), the size issue 13 measured. The README's table is
+``--race-prediction --before``. The results go to ``--out`` (``--json`` is the same; default
+benchmarks/results/expansion.json).
+
+``--smoke`` runs every stage (race prediction and, where the checkout has commit 2abd3ec,
+the before row too) on 10 base prompts per task and 4 shards (seconds), so CI notices when a
+stage stops running; its times mean nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -32,6 +37,9 @@ import polars as pl
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from common import begin_results, default_out, footer, write_results  # noqa: E402
 
 #: The paper's base prompts per task (§3.1).
 PAPER_TASKS = {"healthcare": 4440, "salary": 5000, "legal": 5000}
@@ -185,8 +193,11 @@ def _child(*args: str) -> dict[str, object]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+def _have_before() -> bool:
+    """Whether this checkout holds commit 2abd3ec's expansion (a shallow clone may not)."""
+    spec = f"{BEFORE_COMMIT}:src/cueaudit/probing/expansion.py"
+    done = subprocess.run(["git", "cat-file", "-e", spec], cwd=ROOT, capture_output=True)
+    return done.returncode == 0
 
 
 def main() -> None:
@@ -200,7 +211,12 @@ def main() -> None:
     )
     parser.add_argument("--before-base", type=int, default=1000)
     parser.add_argument("--keep", type=Path, default=None, help="write the tables here")
-    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument(
+        "--out", "--json", type=Path, default=None, help="the JSON (default: results/)"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="every stage on 10 base prompts per task"
+    )
     parser.add_argument("--stage", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -216,11 +232,22 @@ def main() -> None:
         print(json.dumps(result))
         return
 
+    results: dict[str, object] = begin_results(args.smoke)
+    if args.smoke:
+        args.base_prompts, args.shards, args.shard_reads = 10, 4, 2
+        args.race_prediction, args.before_base = True, 10
+        args.before = _have_before()
+        if not args.before:
+            results["before_skipped"] = f"commit {BEFORE_COMMIT} is not in this checkout"
+    results["options"] = {
+        "base_prompts": args.base_prompts,
+        "race_prediction": args.race_prediction,
+        "before": args.before,
+        "before_base": args.before_base,
+    }
     tmp = tempfile.TemporaryDirectory(prefix="cueaudit-expansion-")
     root = args.keep or Path(tmp.name)
     root.mkdir(parents=True, exist_ok=True)
-    results: dict[str, object] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    results["load_start"] = _load()
     tasks = {t: min(n, args.base_prompts or n) for t, n in PAPER_TASKS.items()}
     start = time.perf_counter()
     expanded = {}
@@ -258,11 +285,83 @@ def main() -> None:
             "expand", "legal", str(args.before_base), str(root / "after.parquet")
         )
         print(json.dumps(results["before"]), json.dumps(results["after_same_size"]), flush=True)
-    results["load_end"] = _load()
     print(json.dumps(results, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    out = args.out or default_out("expansion", args.smoke)
+    write_results(out, results)
+    print(f"wrote {out}")
     tmp.cleanup()
+
+
+def _stage_row(label: str, r: dict) -> str:
+    return (
+        f"| {label} | {r['prompts']:,} | {r['wall_s']:.1f} ({r['expand_s']:.1f} expand + "
+        f"{r['write_s']:.1f} write) | {r['peak_rss_gb']:.2f} GB | {r['parquet_mb']:.0f} MB |"
+    )
+
+
+#: Issue 13's targets: peak RSS, the three tasks' expansion, one shard's read.
+TARGETS = {"peak_rss_gb": 4.0, "expand_total_s": 180.0, "shard_read_s": 1.0}
+
+
+def render_table(results: dict) -> str:
+    """The README's table: each stage's prompts, seconds, peak RSS and parquet size, and the
+    targets."""
+    lines = [
+        "| stage | prompts | seconds | peak RSS | parquet |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    if "before" in results:
+        before, after = results["before"], results["after_same_size"]
+        lines.append(
+            _stage_row(
+                f"before (commit {BEFORE_COMMIT}'s per-row expansion), {before['task']}, "
+                f"{before['base_prompts']:,} base prompts",
+                before,
+            )
+        )
+        lines.append(_stage_row(f"after, same {after['base_prompts']:,} base prompts", after))
+    expand = results["expand"]
+    for task, r in expand.items():
+        lines.append(_stage_row(f"after, {task} ({r['base_prompts']:,} base prompts)", r))
+    peak = max(r["peak_rss_gb"] for r in expand.values())
+    parquet = sum(r["parquet_mb"] for r in expand.values())
+    lines.append(
+        f"| **after, the {len(expand)} tasks one after the other** | **{results['prompts']:,}** "
+        f"| **{results['expand_total_s']:.1f}** | **{peak:.2f} GB** (max) | {parquet:.0f} MB |"
+    )
+    if "race_prediction" in results:
+        r = results["race_prediction"]
+        lines.append(
+            "| race-prediction prompts of the legal task (`write_race_prediction_table`, "
+            f"chunks of 1 M rows) | {r['prompts']:,} | {r['wall_s']:.1f} "
+            f"| {r['peak_rss_gb']:.2f} GB | {r['parquet_mb']:.0f} MB |"
+        )
+    sh = results["shards"]
+    lines.append(
+        f"| one inference shard of {sh['n_shards']} ({sh['task']}, `runner.shard_prompts`, "
+        f"{sh['rows_per_shard']:,} prompts, {sh['text_mb_per_shard']:.0f} MB of text) "
+        f"| {sh['rows_per_shard']:,} | {sh['mean_s']:.2f} mean, {sh['max_s']:.2f} max of "
+        f"{sh['reads']} | {sh['peak_rss_gb']:.2f} GB | – |"
+    )
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "**not met**"
+
+    peak_all = max(
+        [peak, sh["peak_rss_gb"]]
+        + ([results["race_prediction"]["peak_rss_gb"]] if "race_prediction" in results else [])
+    )
+    lines += [
+        "",
+        f"Targets (under {TARGETS['peak_rss_gb']:.0f} GB, under "
+        f"{TARGETS['expand_total_s'] / 60:.0f} minutes on 2 cores, each shard read under "
+        f"{TARGETS['shard_read_s']:.0f} s): memory {met(peak_all < TARGETS['peak_rss_gb'])} "
+        f"({peak_all:.2f} GB), time {met(results['expand_total_s'] < TARGETS['expand_total_s'])} "
+        f"({results['expand_total_s']:.0f} s), shard reads "
+        f"{met(sh['max_s'] < TARGETS['shard_read_s'])} ({sh['mean_s']:.2f} s mean, "
+        f"{sh['max_s']:.2f} s max, the first {sh['first_s']:.2f} s). {footer(results)}",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

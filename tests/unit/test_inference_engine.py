@@ -354,3 +354,29 @@ def test_append_layer_matches_transformers_dynamic_layer() -> None:
         got, want = ours.update(k, v), theirs.update(k, v)
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     assert ours.get_seq_length() == theirs.get_seq_length() == 11
+
+
+def test_scoring_multi_token_forms_leaves_the_completions_unchanged(engine: HFEngine) -> None:
+    """The forms are fed on the batch's own cache, which is cut back before decoding: a
+    slot of a form left behind would change the tokens sampled after it."""
+    scored = requests(options=RACE)[::5]
+    plain = [Request(r.uid, r.text, r.seed, group=r.group) for r in scored]
+    assert any(len(engine.form_ids(f)) > 1 for o in RACE for f in o.forms)
+    with_scores = run(engine, scored, Decoding(max_new_tokens=6))
+    without = run(engine, plain, Decoding(max_new_tokens=6))
+    assert {u: v[:3] for u, v in with_scores.items()} == {u: v[:3] for u, v in without.items()}
+    assert all(v[3] is None for v in without.values())
+    for r in scored[:3]:
+        assert_scores_match_direct(engine, r, with_scores[r.uid][3])
+
+
+def test_the_cpu_token_budget_fills_two_gib_of_caches(model_dir: Path) -> None:
+    from cueaudit.inference.hf import CPU_CACHE_BYTES
+
+    fresh = HFEngine(str(model_dir))
+    _ = fresh.model
+    config = fresh.model.config
+    # SmolLM2-135M: 30 layers, 3 key/value heads of 64 dimensions, float32.
+    assert (config.num_hidden_layers, config.num_key_value_heads) == (30, 3)
+    assert fresh._slot_bytes() == 2 * 30 * 3 * 64 * 4
+    assert fresh.token_budget == CPU_CACHE_BYTES // (2 * 30 * 3 * 64 * 4) == 46603

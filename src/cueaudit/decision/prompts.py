@@ -94,6 +94,29 @@ def task_spec(task: str) -> TaskSpec:
     return TASKS[base]
 
 
+#: New tokens long enough for each answer: a rating or yes/no word, a four-rank JSON object, a
+#: tool call's arguments (with whitespace: a server's grammar allows `{ "decision": "yes" }`).
+MAX_NEW_TOKENS: Final[Mapping[str, int]] = {
+    "rate": 8,
+    "decide": 8,
+    "rank": 40,
+    "probe": 24,
+    "tool_call": 24,
+}
+
+
+def max_new_tokens(task: str, overrides: Mapping[str, int] | None = None) -> int:
+    """A task's token limit: ``overrides`` (the config's ``decision.max_new_tokens``, keyed by
+    task, task of the primary arm, format or ``tool_call``) over :data:`MAX_NEW_TOKENS`; a tool
+    call gets at least the ``tool_call`` limit."""
+    limits = {**MAX_NEW_TOKENS, **(overrides or {})}
+    spec = task_spec(task)
+    default = limits[spec.format]
+    if spec.mode == "tool":
+        default = max(default, limits["tool_call"])
+    return limits.get(task, limits.get(task.split(ARM_SEPARATOR)[0], default))
+
+
 _SHARED: Final = {"prompt_uid": pl.String, "task": pl.String, "text": pl.String, "group": pl.String}
 _SCALARS: Final = {
     "study": pl.String,

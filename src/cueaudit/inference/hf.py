@@ -11,8 +11,9 @@ How a shard is computed:
    token budget), so rows of many small groups share batches: each row's cache is its own
    prefix's key/values, left-padded to the batch's longest prefix. A window's suffixes are
    sorted by length and cut into batches under the token budget (rows × (longest prefix +
-   longest suffix + max_new_tokens) key/value slots), not a fixed batch size. On CUDA an
-   out-of-memory error halves the budget and retries the batch.
+   longest suffix + max_new_tokens) key/value slots), not a fixed batch size. On CPU the
+   budget's caches take at most 2 GiB; on CUDA an out-of-memory error halves the budget and
+   retries the batch.
 4. Decoding is a plain loop over the model's forward pass with the key/value cache. Each row
    draws its tokens from its own random stream (cueaudit.inference.sampling), so outputs do not
    depend on the batch; rows that reach end of sequence leave the batch at once. The sampling
@@ -20,9 +21,10 @@ How a shard is computed:
    its order), resolved from the model's generation config unless the config sets them
    (:attr:`HFEngine.sampling_defaults`, cueaudit.inference.core.Decoding.from_config).
 5. Option scores (``AnswerSpec.options``) come from the same prefill: a single-token form's
-   log-probability from the first decoding step's logits, a multi-token form's by feeding its
-   tokens on a copy of the row's cache before decoding goes on. :meth:`HFEngine.score` runs
-   the prefill alone.
+   log-probability from the first decoding step's logits, a multi-token form's by feeding
+   every such form side by side (a 4D mask keeps them apart) on the batch's own cache in one
+   pass, which is then cut back before decoding goes on. :meth:`HFEngine.score` runs the
+   prefill alone.
 6. A request with a JSON schema (or a forced tool) decodes under a grammar
    (cueaudit.inference.constrained): its row's disallowed tokens are masked before the
    sampling filters, and the row stops when the grammar is complete. Constrained and free
@@ -69,6 +71,8 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 QUANTIZATIONS = ("none", "8bit", "4bit")
+#: What the key/value caches of one CPU batch may take (``token_budget: auto``).
+CPU_CACHE_BYTES = 2 * 1024**3
 
 
 def resolve_device(device: str) -> str:
@@ -198,6 +202,11 @@ class _AppendLayer(DynamicLayer):
 
     def get_seq_length(self) -> int:
         return self.length
+
+    def truncate(self, max_length: int) -> None:
+        """Forget every slot from ``max_length`` on (the buffer is kept and overwritten)."""
+        self.length = min(self.length, max_length)
+        self._expose()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         self._keys = self._keys[indices]
@@ -367,17 +376,24 @@ class HFEngine:
     def _initial_budget(self, token_budget: int | str) -> int:
         if token_budget != "auto":
             return int(token_budget)
+        per_slot = self._slot_bytes()
         if not self.device.startswith("cuda"):
-            return 16384
+            # Key/value caches of at most 2 GiB: decoding steps cost a pass over the weights
+            # whatever the rows, so wide batches matter (16,384 slots held SmolLM2's dialog
+            # prompts to 26 rows); the clamp keeps large models' batches in a CPU job's memory.
+            return min(max(CPU_CACHE_BYTES // per_slot, 4096), 65536)
         # Key/value slots that fit in 70% of free memory; OOM back-off corrects an overshoot.
         free, _ = torch.cuda.mem_get_info(torch.device(self.device))
+        budget = int(0.7 * free / (per_slot * 1.5))
+        log.info("CUDA token budget probe: %d key/value slots", budget)
+        return max(budget, 256)
+
+    def _slot_bytes(self) -> int:
+        """Bytes of one key/value slot over all layers, in the model's dtype."""
         cfg = self.model.config
         heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        per_token = 2 * cfg.num_hidden_layers * heads * head_dim * 2
-        budget = int(0.7 * free / (per_token * 1.5))
-        log.info("CUDA token budget probe: %d key/value slots", budget)
-        return max(budget, 256)
+        return 2 * cfg.num_hidden_layers * heads * head_dim * self.model.dtype.itemsize
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -695,6 +711,10 @@ class HFEngine:
         scores: dict[tuple[int, str], float] = {}
         if not pairs:
             return scores
+        if state.cache is not None and all(
+            isinstance(layer, _AppendLayer) for layer in state.cache.layers
+        ):
+            return self._continuation_logprobs_in_place(pairs, first, state)
         dev = self.device
         longest = max(len(self.form_ids(form)) for _, form in pairs)
         chunk = max(1, self.token_budget // (state.mask.shape[1] + longest))
@@ -722,6 +742,53 @@ class HFEngine:
             self.stats.form_tokens += int(feed_mask.sum())
             for j, ((i, form), ids) in enumerate(zip(part, forms, strict=True)):
                 scores[(i, form)] = float(first[i, ids[0]]) + float(steps[j].sum())
+        return scores
+
+    def _continuation_logprobs_in_place(
+        self, pairs: list[tuple[int, str]], first: torch.Tensor, state: _Prefill
+    ) -> dict[tuple[int, str], float]:
+        """As :meth:`_continuation_logprobs`, in one forward pass and without copying caches.
+
+        Every distinct multi-token form is fed to every row at once, side by side after the
+        prompt, on the batch's own cache: a 4D mask lets each form's tokens see the row's
+        prompt and the form's earlier tokens only. The cache is then cut back to the prompt
+        (decoding overwrites those slots). A copy of the whole cache per (row, form) pair took
+        a quarter of a race-prediction shard's time; one pass per form, a tenth.
+        """
+        dev = self.device
+        forms = list(dict.fromkeys(form for _, form in pairs))
+        feeds = [self.form_ids(form)[:-1] for form in forms]
+        starts = [sum(len(f) for f in feeds[:k]) for k in range(len(feeds))]
+        width = sum(len(f) for f in feeds)
+        n, cached = state.mask.shape
+        # Which fed token may see which: a form's own earlier tokens (and itself).
+        segment = torch.tensor([k for k, f in enumerate(feeds) for _ in f])
+        offset = torch.tensor([j for f in feeds for j in range(len(f))])
+        own = (segment[:, None] == segment[None, :]) & (offset[None, :] <= offset[:, None])
+        visible = torch.cat(
+            [state.mask.bool()[:, None, :].expand(n, width, cached), own.expand(n, width, width)],
+            dim=2,
+        )
+        dtype = self.model.dtype
+        mask = torch.zeros(visible.shape, dtype=dtype).masked_fill_(
+            ~visible, torch.finfo(dtype).min
+        )
+        out = self._call(
+            input_ids=torch.tensor([[t for f in feeds for t in f]] * n, device=dev),
+            attention_mask=mask.unsqueeze(1).to(dev),
+            position_ids=(state.next_pos.unsqueeze(1) + offset).to(dev),
+            cache=state.cache,
+        )
+        for layer in state.cache.layers:
+            layer.truncate(cached)
+        logprobs = torch.log_softmax(out.logits.double(), dim=-1).cpu()
+        self.stats.form_tokens += sum(len(self.form_ids(form)) - 1 for _, form in pairs)
+        scores: dict[tuple[int, str], float] = {}
+        for i, form in pairs:
+            ids = self.form_ids(form)
+            at = starts[forms.index(form)]
+            steps = logprobs[i, at + torch.arange(len(ids) - 1), torch.tensor(ids[1:])]
+            scores[(i, form)] = float(first[i, ids[0]]) + float(steps.sum())
         return scores
 
     def _copy_rows(self, cache: Any, index: torch.Tensor) -> Any:

@@ -2,7 +2,8 @@
 # inference tasks (each waiting for the pre-registration lock), its tables go into the database.
 
 from cueaudit.decision.formats import DEFAULT_PROMPTS  # noqa: E402
-from cueaudit.decision.prompts import PRIMARY, arm_task, task_spec  # noqa: E402
+from cueaudit.decision.prompts import MAX_NEW_TOKENS, PRIMARY, arm_task  # noqa: E402
+from cueaudit.decision.prompts import max_new_tokens  # noqa: E402
 from cueaudit.decision.prompts import expected_counts, task_answers  # noqa: E402
 
 # Written once by freeze_preregistration and never a rule output (Snakemake deletes a job's
@@ -15,9 +16,6 @@ DECISION_ANSWERS = {}  # filled on first use by decision_answers()
 # A design larger than this builds gigabytes of prompt tables: it runs only once its size is
 # confirmed (decision.expected_requests)
 UNCONFIRMED_REQUESTS = 1_000_000
-# Long enough for each answer: a rating or yes/no word, a four-rank JSON object, a tool
-# call's arguments (with whitespace: a server's grammar allows `{ "decision": "yes" }`).
-DECISION_MAX_NEW_TOKENS = {"rate": 8, "decide": 8, "rank": 40, "probe": 24, "tool_call": 24}
 
 
 def decision_config():
@@ -102,12 +100,7 @@ def decision_answer_folders():
 
 
 def decision_max_new_tokens(task):
-    limits = {**DECISION_MAX_NEW_TOKENS, **decision_config()["max_new_tokens"]}
-    spec = task_spec(task)
-    default = limits[spec.format]
-    if spec.mode == "tool":
-        default = max(default, limits["tool_call"])
-    return limits.get(task, limits.get(task.split("__")[0], default))
+    return max_new_tokens(task, decision_config()["max_new_tokens"])
 
 
 def decision_answers():
@@ -124,12 +117,12 @@ def check_decision_max_new_tokens():
     """Every key of decision.max_new_tokens is a format, tool_call or a task of the design (a
     misspelt task would otherwise be ignored)."""
     tasks = set(decision_answers())
-    known = set(DECISION_MAX_NEW_TOKENS) | tasks | {t.split("__")[0] for t in tasks}
+    known = set(MAX_NEW_TOKENS) | tasks | {t.split("__")[0] for t in tasks}
     for key in decision_config()["max_new_tokens"]:
         if key not in known:
             raise ValueError(
                 f"config key decision.max_new_tokens.{key}: not a format "
-                f"({', '.join(DECISION_MAX_NEW_TOKENS)}) or a task of this design "
+                f"({', '.join(MAX_NEW_TOKENS)}) or a task of this design "
                 f"({', '.join(sorted(tasks))})"
             )
 

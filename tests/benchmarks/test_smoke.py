@@ -1,0 +1,130 @@
+"""Every benchmark runs at its --smoke size, so a benchmark that stops running fails the tests
+(their numbers at this size mean nothing), and benchmarks/README.md's tables are what the
+benchmarks' JSON renders."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+#: Not benchmarks: the shared helpers and the README generator.
+HELPERS = {"common.py", "readme.py"}
+SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py") if p.name not in HELPERS)
+
+
+def _readme_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("benchmarks_readme", BENCHMARKS / "readme.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmarks_are_found() -> None:
+    assert {"dag.py", "analysis.py", "expansion.py", "gpu_inference.py"} <= set(SCRIPTS)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_benchmark_has_a_smoke_size(script: str) -> None:
+    source = (BENCHMARKS / script).read_text(encoding="utf-8")
+    assert re.search(r"""add_argument\(\s*["']--smoke["']""", source), f"{script}: no --smoke"
+    docstring = ast.get_docstring(ast.parse(source)) or ""
+    assert "--smoke" in docstring, f"{script}: its docstring does not say what --smoke runs"
+    assert 'if __name__ == "__main__":' in source, f"{script}: runs when imported"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_benchmark_runs_at_its_smoke_size(script: str, tmp_path: Path) -> None:
+    out = tmp_path / script.replace(".py", ".json")
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--smoke", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
+    assert out.is_file(), f"{script} --smoke wrote no {out.name}"
+    results = json.loads(out.read_text(encoding="utf-8"))
+    assert results["smoke"] is True
+    assert results["commit"]
+
+
+def test_every_readme_block_has_a_benchmark_that_renders_it() -> None:
+    readme = _readme_module()
+    names = readme.blocks(readme.README.read_text(encoding="utf-8"))
+    assert names and len(names) == len(set(names))
+    for name in names:
+        tree = ast.parse((BENCHMARKS / f"{name}.py").read_text(encoding="utf-8"))
+        functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        assert "render_table" in functions, name
+
+
+def test_the_readme_is_what_the_json_renders() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "readme.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_check_fails_on_a_stale_table(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    readme = _readme_module()
+    text = readme.README.read_text(encoding="utf-8")
+    assert readme.render(text) == text
+    stale = text.replace("<!-- table: dag -->\n", "<!-- table: dag -->\n| 1 | 2.0 | 3 MB |\n", 1)
+    outside = text.replace("## Workflow DAG", "## The workflow DAG", 1)
+    assert stale != text and outside != text
+    assert readme.differing(stale) == ["dag"]
+    assert readme.render(stale) == text  # the generator puts the table back
+    assert readme.differing(outside) == [] and readme.render(outside) == outside
+    copy = tmp_path / "README.md"
+    copy.write_text(stale, encoding="utf-8")
+    assert readme.main(["--check", "--readme", str(copy)]) == 1
+    assert "dag" in capsys.readouterr().err
+    assert copy.read_text(encoding="utf-8") == stale  # --check writes nothing
+
+
+def test_a_missing_json_renders_as_not_measured(tmp_path: Path) -> None:
+    readme = _readme_module()
+    text = "# x\n\n<!-- table: dag -->\nold\n<!-- /table -->\n"
+    rendered = readme.render(text, tmp_path)
+    assert "Not measured yet: run `python benchmarks/dag.py`." in rendered
+    assert rendered.startswith("# x\n\n<!-- table: dag -->\n") and "old" not in rendered
+
+
+def test_run_info_and_the_smoke_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import common
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    info = common.run_info()
+    assert set(info) == {"commit", "date", "cpus", "load_average"}
+    assert info["commit"] and isinstance(info["load_average"], list)
+    assert common.default_out("dag", False) == BENCHMARKS / "results/dag.json"
+    assert BENCHMARKS not in common.default_out("dag", True).parents
+    results = {"smoke": True}
+    common.write_results(tmp_path / "x.json", results)
+    written = json.loads((tmp_path / "x.json").read_text())
+    assert {"commit", "date", "load_after"} <= set(written)
+    legacy = {"load_average_start": 7.39, "load_average_end": 7.62}
+    assert common.footer(legacy) == (
+        "Measured (commit not recorded), load average 7.4 → 7.6, date not recorded."
+    )
+    monkeypatch.setattr(common, "ROOT", tmp_path)  # not a git checkout
+    assert common.run_info()["commit"] == "unknown"
