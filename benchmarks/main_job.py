@@ -4,8 +4,8 @@ Clones the checkout's committed HEAD into a temporary folder (nothing under resu
 response cache), runs the default config's whole workflow (both studies, every table and
 figure) and reads each job's start and end from Snakemake's log. Jobs are grouped into stages:
 set-up and prompts, inference per study (race prediction on its own), parsing, the probing
-analyses, the decision analyses, and the database. A stage's time is the wall time from its
-first job's start to its last job's end; with two cores some stages overlap.
+analyses, the decision analyses, and the database. Per stage: its jobs' summed wall time, and
+when its first job started and its last ended (Snakemake interleaves the stages).
 
     python benchmarks/main_job.py [--cores 2] [--out FILE] [--keep DIR]
     python benchmarks/main_job.py --smoke    # one small job (the name table), seconds
@@ -85,15 +85,26 @@ def stage_of(job: dict[str, Any]) -> str:
 
 
 def stages(jobs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per stage: its jobs, their summed wall time and the span from first start to last end
+    (Snakemake interleaves stages, so spans overlap; the job seconds add up)."""
     out: dict[str, dict[str, Any]] = {}
     for job in jobs:
-        entry = out.setdefault(stage_of(job), {"jobs": 0, "start": job["start"], "end": 0.0})
+        entry = out.setdefault(
+            stage_of(job), {"jobs": 0, "job_seconds": 0.0, "start": job["start"], "end": 0.0}
+        )
         entry["jobs"] += 1
+        entry["job_seconds"] += job["seconds"]
         entry["start"] = min(entry["start"], job["start"])
         entry["end"] = max(entry["end"], job["end"])
     order = [name for name, _ in STAGES]
+    first = min(job["start"] for job in jobs)
     return {
-        name: {"jobs": e["jobs"], "seconds": e["end"] - e["start"]}
+        name: {
+            "jobs": e["jobs"],
+            "job_seconds": e["job_seconds"],
+            "from": e["start"] - first,
+            "to": e["end"] - first,
+        }
         for name, e in sorted(out.items(), key=lambda kv: (kv[1]["start"], order.index(kv[0])))
     }
 
@@ -143,11 +154,14 @@ def render_table(results: dict[str, Any]) -> str:
         f"({wall:.0f} s), {results['jobs']} jobs, largest job's peak RSS "
         f"{results['peak_rss_gb']:.1f} GB.",
         "",
-        "| stage | jobs | wall s |",
-        "|---|---:|---:|",
+        "| stage | jobs | summed job s | from – to s |",
+        "|---|---:|---:|---:|",
     ]
     for name, stage in results["stages"].items():
-        lines.append(f"| {name} | {stage['jobs']} | {stage['seconds']:.0f} |")
+        lines.append(
+            f"| {name} | {stage['jobs']} | {stage['job_seconds']:.0f} | "
+            f"{stage['from']:.0f} – {stage['to']:.0f} |"
+        )
     lines += ["", footer(results)]
     return "\n".join(lines)
 
