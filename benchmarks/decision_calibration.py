@@ -245,51 +245,6 @@ def _run(kind: str, n: int, workers: int, smoke: bool) -> dict[str, Any]:
     return summary
 
 
-def markdown(results: dict[str, Any]) -> str:
-    lines = [
-        f"Commit {results['commit']}; {results['null']['studies']} null and "
-        f"{results['planted']['studies']} planted studies; load average "
-        f"{results['load_average_start']:.1f} at the start, {results['load_average_end']:.1f} "
-        "at the end.",
-        "",
-        "| format / estimator | null rejection (alpha .05) | coverage, null | planted | mean "
-        "estimate | empirical SD | mean SE | coverage, planted |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, null in results["null"]["cells"].items():
-        planted = results["planted"]["cells"].get(name, {})
-        cells = [
-            name,
-            _fmt(null.get("rejection_rate")),
-            _fmt(null.get("coverage")),
-            _fmt(planted.get("planted")),
-            _fmt(planted.get("mean_estimate"), 4),
-            _fmt(planted.get("empirical_sd"), 4),
-            _fmt(planted.get("mean_se"), 4),
-            _fmt(planted.get("planted_coverage")),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    n, p = results["null"], results["planted"]
-    lines += [
-        "",
-        f"- Family-wise rate of the BH-corrected family (null): {_fmt(n['family_wise_rate'])}.",
-        f"- Rate-Rank interactions: null rejection {_fmt(n['interactions']['rejection_rate_null'])}"
-        f", coverage {_fmt(n['interactions']['coverage'])} (null) and "
-        f"{_fmt(p['interactions']['coverage'])} (planted); BH family-wise rate "
-        f"{_fmt(n['interactions']['family_wise_rate'])} (null).",
-        f"- Placebo cell, pseudo-race contrasts: rejection {_fmt(n['placebo_rejection_rate'])} "
-        f"(null studies, {n['placebo_tests']} tests), {_fmt(p['placebo_rejection_rate'])} "
-        "(planted studies).",
-    ]
-    if "topup_mean_estimate" in p:
-        lines.append(
-            f"- Precision top-up (pooled with the primary rows), hiring rank Black vs White: "
-            f"mean {_fmt(p['topup_mean_estimate'], 4)} for {PLANTED['rank']}, SD "
-            f"{_fmt(p['topup_sd'], 4)}."
-        )
-    return "\n".join(lines) + "\n"
-
-
 def _fmt(value: Any, digits: int = 3) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
@@ -314,10 +269,10 @@ def main() -> None:
     results["null"] = _run("null", args.null, args.workers, args.smoke)
     results["planted"] = _run("planted", args.planted, args.workers, args.smoke)
     results["load_average_end"] = os.getloadavg()[0]
-    text = markdown(results)
-    print(text)
     out = args.out or default_out("decision_calibration", args.smoke)
     write_results(out, results)
+    text = render_table(results)
+    print(text)
     out.with_suffix(".md").write_text(text)
     print(f"wrote {out}")
 
