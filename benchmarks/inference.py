@@ -178,7 +178,7 @@ def build_workloads(args: argparse.Namespace, folder: Path) -> dict[str, int]:
         frame.select("prompt_uid", "task", "text", "group").write_parquet(
             folder / f"{name}.parquet"
         )
-    return {name: frame.height for name, frame in frames.items()}
+    return {name: dict(frame["task"].value_counts().rows()) for name, frame in frames.items()}
 
 
 # -- one configuration in its own process ------------------------------------------------------
@@ -430,7 +430,8 @@ def main() -> None:
         )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        results["workloads"] = build_workloads(args, folder)
+        results["task_prompts"] = build_workloads(args, folder)
+        results["workloads"] = {w: sum(n.values()) for w, n in results["task_prompts"].items()}
         runs: list[dict[str, Any]] = []
         plan = [(w, c) for w in results["workloads"] for c in CONFIGS.get(w, DEFAULT_CONFIGS)]
         for repeat in range(args.repeats):
@@ -512,6 +513,21 @@ def render_table(results: dict[str, Any]) -> str:
                 f"| {workload} | {_LABELS.get(name, name)} | {e['prompts']} | "
                 f"{e['min_seconds']:.1f} | {e['median_seconds']:.1f} | "
                 f"{e['prompts_per_s']:.2f} | **{e.get('vs_generate', float('nan')):.2f}×** |"
+            )
+    lines += [
+        "",
+        "Per task (median seconds of the same prompts):",
+        "",
+        "| workload | task | prompts | engine s | generate s | vs generate |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for workload, configs in results["summary"].items():
+        engine, generate = configs["engine"]["task_seconds"], configs["generate"]["task_seconds"]
+        counts = results.get("task_prompts", {}).get(workload, {})
+        for task, seconds in engine.items():
+            lines.append(
+                f"| {workload} | {task} | {counts.get(task, '')} | {seconds:.1f} | "
+                f"{generate[task]:.1f} | {generate[task] / seconds:.2f}× |"
             )
     paper = results["paper"]
     lines += [
