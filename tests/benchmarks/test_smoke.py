@@ -43,6 +43,31 @@ def test_every_benchmark_has_a_smoke_size(script: str) -> None:
     assert 'if __name__ == "__main__":' in source, f"{script}: runs when imported"
 
 
+def _calibration(results: dict, out: Path) -> None:
+    assert results["null"]["studies"] == results["planted"]["studies"] == 4
+    cells = results["null"]["cells"]
+    assert set(cells) == {"rate/lmm", "decide/lmm", "rank/lmm", "rank/rologit"}
+    for cell in cells.values():
+        assert 0.0 <= cell["rejection_rate"] <= 1.0 and cell["tests"] > 0
+    planted = results["planted"]["cells"]["rank/lmm"]
+    assert planted["planted"] == pytest.approx(0.20) and "mean_estimate" in planted
+    table = out.with_suffix(".md").read_text()
+    assert table.startswith("| format / estimator |") and "Measured at commit " in table
+
+
+def _decision_analysis(results: dict, out: Path) -> None:
+    steps = ("contrasts", "interactions", "placebo", "leave_one_out", "planted", "position")
+    for step in steps:
+        assert "error" not in results[step] and results[step]["table_rows"] > 0, step
+
+
+#: What a benchmark's smoke results must hold besides running (by script).
+CONTENT_CHECKS = {
+    "decision_calibration.py": _calibration,
+    "decision_analysis.py": _decision_analysis,
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_every_benchmark_runs_at_its_smoke_size(script: str, tmp_path: Path) -> None:
@@ -59,6 +84,8 @@ def test_every_benchmark_runs_at_its_smoke_size(script: str, tmp_path: Path) -> 
     results = json.loads(out.read_text(encoding="utf-8"))
     assert results["smoke"] is True
     assert results["commit"]
+    if script in CONTENT_CHECKS:
+        CONTENT_CHECKS[script](results, out)
 
 
 def test_every_readme_block_has_a_benchmark_that_renders_it() -> None:
