@@ -2,7 +2,7 @@
 
 ``begin_results()`` at the start (``smoke`` and ``run_info()``: commit, date, CPUs, load),
 ``write_results()`` at the end (adds what is missing, ``load_after`` included),
-``default_out()`` for ``--out``: a smoke run writes under the temp folder, so it never
+``default_out()`` for ``--out``: a ``--smoke`` run writes under the temp folder, so it never
 overwrites the committed ``benchmarks/results``.
 ``footer()`` is the line under every table of benchmarks/README.md.
 """

@@ -2,7 +2,9 @@
 
 Every block between ``<!-- table: NAME -->`` and ``<!-- /table -->`` becomes
 ``render_table(json.load(benchmarks/results/NAME.json))`` of the module benchmarks/NAME.py;
-a block whose JSON is missing says so. Everything outside the blocks is left as it is.
+a block whose JSON is missing says so. Everything outside the blocks is left as it is. A
+benchmark's ``--smoke`` run writes its JSON under the temp folder, so only full runs reach the
+tables.
 
     python benchmarks/readme.py            # rewrite the README in place
     python benchmarks/readme.py --check    # exit 1 if the README is not what the JSON renders
