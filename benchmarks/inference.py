@@ -290,7 +290,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         dtype = getattr(torch, spec.get("dtype", "float32"))
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).eval()
         paper = args.child == "paper"
-        batch, padded = (4, 0) if paper else (32, 0)
+        batch, padded = (4 if paper else 32), 0
 
         def run(task: str, rows: pl.DataFrame) -> None:
             nonlocal padded
