@@ -6,11 +6,15 @@ min_version("9.0")
 report: "workflow/report/workflow.rst"
 
 
-# Shared helpers first (they load config/config.yaml and validate the config), then each
-# study in the config registers its inference tasks and tables with the shared stages.
+# Shared helpers first (they load config/config.yaml, validate the config and register the
+# inference tasks of every study that runs), then each such study's helpers, which register
+# its tables and outputs (workflow/rules/<study>/common.smk).
 include: "workflow/rules/common.smk"
-include: "workflow/rules/probing/common.smk"
-include: "workflow/rules/decision/common.smk"
+
+
+for study in enabled_studies(STUDIES, config):
+
+    include: study_helpers(study)
 
 
 # Cheap jobs that run on the submitting node instead of going through the scheduler.
@@ -34,17 +38,10 @@ include: "workflow/rules/parsing.smk"
 include: "workflow/rules/database.smk"
 
 
-# The probing study: prompts -> analyses -> figures, and the replication export.
-if study_enabled("probing"):
+# Each study's rules: the other rule files of its folder, e.g. the probing study's prompts ->
+# analyses -> figures -> replication export, the decision audit's pre-registration lock ->
+# prompts -> analyses.
+for study in enabled_studies(STUDIES, config):
+    for rule_file in study_rule_files(study):
 
-    include: "workflow/rules/probing/prompts.smk"
-    include: "workflow/rules/probing/analysis.smk"
-    include: "workflow/rules/probing/figures.smk"
-    include: "workflow/rules/probing/export.smk"
-
-
-# The decision audit: pre-registration lock -> prompts -> outcome summary.
-if study_enabled("decision"):
-
-    include: "workflow/rules/decision/prompts.smk"
-    include: "workflow/rules/decision/analysis.smk"
+        include: rule_file

@@ -94,7 +94,7 @@ prompts = sorted(glob.glob(root + "/prompts/*.parquet"))
 outcomes = sorted(glob.glob(root + "/outcomes/*/*/*.parquet"))
 kinds = {{"legal": "binary", "race_prediction": "race"}}
 settings = {{"binary_outcome": "answer", "bootstrap_replicates": {boot}, "ci_level": 0.95,
-             "bootstrap_seed": 0, "race_prediction_task": "race_prediction"}}
+             "bootstrap_seed": 0}}
 out = root + "/tables/{name}.csv"
 start = time.perf_counter()
 {call}

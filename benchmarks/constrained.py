@@ -57,8 +57,8 @@ from cueaudit.inference.constrained import (  # noqa: E402
 from cueaudit.inference.core import AnswerSpec, Request, backend_decoding, canonical_json  # noqa: E402
 from cueaudit.inference.hf import HFEngine  # noqa: E402
 from cueaudit.models import prepare_model  # noqa: E402
+from tests.conftest import SMOLLM2_SPEC  # noqa: E402
 from tests.unit.test_constrained import RANKING, ranking_prompt  # noqa: E402
-from tests.unit.test_inference_engine import SPEC  # noqa: E402
 
 PROMPTS = 50
 MAX_NEW_TOKENS = 48
@@ -254,7 +254,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     model_dir = Path(args.model_dir)
     if not (model_dir / "cueaudit-model.json").is_file():
-        prepare_model("smollm2-135m", SPEC, model_dir)
+        prepare_model("smollm2-135m", SMOLLM2_SPEC, model_dir)
     engine = HFEngine(str(model_dir))
     vocab = int(engine.model.get_output_embeddings().weight.shape[0])
     tokenizer, stops = engine.tokenizer, sorted(engine.stop_ids)

@@ -1,5 +1,5 @@
 """Time and peak memory of the whole decision-audit analysis on a simulated study of the
-paper's size (:func:`cueaudit.decision.analysis.simulate.paper_settings`: the design of
+paper's size (:func:`cueaudit.decision.analysis.simulation_settings.paper_settings`: the design of
 ``config/decision/paper.yaml``, 40,728 requests over the primary arm and two extensions):
 the composition checks, CONTRASTS (of the primary arm, and of each extension arm apart),
 INTERACTIONS, LEAVE_ONE_OUT, POSITION, TIES, RECOGNITION,
@@ -59,13 +59,12 @@ def child(step: str, repeat: int, smoke: bool) -> dict[str, Any]:
     import dataclasses
 
     from cueaudit.decision.analysis import composition, contrasts, instrument, planted, robustness
-    from cueaudit.decision.analysis.simulate import (
+    from cueaudit.decision.analysis.simulate import build_design, simulate
+    from cueaudit.decision.analysis.simulation_settings import (
         SimulationSettings,
-        build_design,
         config_settings,
         paper_settings,
         request_counts,
-        simulate,
     )
     from cueaudit.decision.preregistration import load_preregistration
 

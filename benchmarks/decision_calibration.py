@@ -53,13 +53,13 @@ import polars as pl  # noqa: E402
 from common import begin_results, default_out, footer, write_results  # noqa: E402
 
 from cueaudit.decision.analysis import contrasts  # noqa: E402
+from cueaudit.decision.analysis.fitters import FAMILY_ESTIMATOR  # noqa: E402
 from cueaudit.decision.analysis.outputs import pooled_with_primary  # noqa: E402
-from cueaudit.decision.analysis.simulate import (  # noqa: E402
+from cueaudit.decision.analysis.simulate import build_design, simulate  # noqa: E402
+from cueaudit.decision.analysis.simulation_settings import (  # noqa: E402
     SimulationSettings,
-    build_design,
     config_settings,
     paper_settings,
-    simulate,
 )
 from cueaudit.decision.preregistration import load_preregistration  # noqa: E402
 
@@ -125,7 +125,8 @@ def _study(seed: int) -> dict[str, Any]:
         )
     inter = contrasts.estimate_interactions(frames, prereg, fits=fits)
     inter = inter.filter(pl.col("formats") == "rate-rank")
-    sds = {(r["domain"], r["format"]): r["outcome_sd"] for r in rows if r["estimator"] == "lmm"}
+    family = [r for r in rows if r["estimator"] == FAMILY_ESTIMATOR]
+    sds = {(r["domain"], r["format"]): r["outcome_sd"] for r in family}
     interactions = []
     for r in inter.iter_rows(named=True):
         truth = 0.0

@@ -90,9 +90,10 @@ from cueaudit.cues.names import load_name_lists, sample_names  # noqa: E402
 from cueaudit.errors import InputError  # noqa: E402
 from cueaudit.inference.backends import build_backend  # noqa: E402
 from cueaudit.inference.core import Decoding, Request, backend_decoding  # noqa: E402
+from cueaudit.inference.manifest import MANIFEST  # noqa: E402
 from cueaudit.inference.runner import shard_prompts  # noqa: E402
 from cueaudit.io import write_parquet  # noqa: E402
-from cueaudit.models import MANIFEST, package_dir  # noqa: E402
+from cueaudit.models import package_dir  # noqa: E402
 from cueaudit.probing.expansion import cue_variants, expand_prompts  # noqa: E402
 
 #: LLaMA-3.1-8B-Instruct's config.json, the values that set its shape and positions.

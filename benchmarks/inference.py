@@ -48,6 +48,7 @@ masks inside it).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import subprocess
@@ -88,16 +89,17 @@ DECISION_TASKS = (
 )
 CONFIGS = {"probing": ("engine", "generate", "engine_plain")}
 DEFAULT_CONFIGS = ("engine", "generate")
-#: Engine methods (and functions it calls) timed in engine runs; nested ones are inside others.
+#: The engine's phases timed in engine runs, by name: the module (or module:class) it is
+#: looked up in when called, and its label; nested ones are inside others.
 PHASES = {
-    "plan": "tokenise and plan",
-    "_compute_prefix": "shared prefixes",
-    "_prefill": "suffix prefill",
-    "_batch_cache": "  of which batch cache assembly",
-    "_option_scores": "option scores",
-    "_decode": "decoding",
-    "filtered_probs": "  of which sampling filters",
-    "mask_logits": "  of which grammar masks",
+    "plan": ("cueaudit.inference.hf:HFEngine", "tokenise and plan"),
+    "compute_prefix": ("cueaudit.inference.hf_prefill", "shared prefixes"),
+    "prefill": ("cueaudit.inference.hf", "suffix prefill"),
+    "batch_cache": ("cueaudit.inference.hf_prefill", "  of which batch cache assembly"),
+    "option_scores": ("cueaudit.inference.hf", "option scores"),
+    "decode": ("cueaudit.inference.hf", "decoding"),
+    "filtered_probs": ("cueaudit.inference.hf_decoding", "  of which sampling filters"),
+    "mask_logits": ("cueaudit.inference.hf_decoding", "  of which grammar masks"),
 }
 
 
@@ -184,8 +186,8 @@ def build_workloads(args: argparse.Namespace, folder: Path) -> dict[str, int]:
 # -- one configuration in its own process ------------------------------------------------------
 
 
-def _timed_phases(engine_cls: Any, module: Any) -> dict[str, float]:
-    """Wrap the engine's phases (and the functions it calls) with timers."""
+def _timed_phases() -> dict[str, float]:
+    """Wrap the engine's phases (:data:`PHASES`) with timers, where they are looked up."""
     seconds = dict.fromkeys(PHASES, 0.0)
 
     def wrap(owner: Any, name: str) -> None:
@@ -200,8 +202,10 @@ def _timed_phases(engine_cls: Any, module: Any) -> dict[str, float]:
 
         setattr(owner, name, timed)
 
-    for name in PHASES:
-        wrap(engine_cls if hasattr(engine_cls, name) else module, name)
+    for name, (where, _label) in PHASES.items():
+        module, _, cls = where.partition(":")
+        owner = importlib.import_module(module)
+        wrap(getattr(owner, cls) if cls else owner, name)
     return seconds
 
 
@@ -253,7 +257,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"prompts": prompts.height, "task_seconds": {}, "completions": {}}
     run: Callable[[str, pl.DataFrame], None]
     if args.child in ("engine", "engine_plain", "reference"):
-        phases = _timed_phases(hf.HFEngine, hf)
+        phases = _timed_phases()
         solo = args.child == "reference"
         engine = hf.HFEngine.from_spec(
             {"resolved_path": model_dir, "model_id": MODEL},
@@ -313,7 +317,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     result["seconds"] = time.perf_counter() - start
     if args.child in ("engine", "engine_plain", "reference"):
         result["phases"] = dict(phases)
-        result["stats"] = {k: v for k, v in vars(engine.stats).items() if k != "budgets"}
+        result["stats"] = dict(vars(engine.stats))
         result["token_budget"] = engine.token_budget
     else:
         result["padded_prompt_tokens"] = padded
@@ -542,7 +546,7 @@ def render_table(results: dict[str, Any]) -> str:
         "| phase | " + " | ".join(results["summary"]) + " |",
         "|---|" + "---:|" * len(results["summary"]),
     ]
-    for phase, label in PHASES.items():
+    for phase, (_where, label) in PHASES.items():
         cells = [
             f"{configs['engine']['phases'].get(phase, 0.0):.2f}"
             for configs in results["summary"].values()

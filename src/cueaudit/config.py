@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
@@ -12,6 +13,8 @@ import jsonschema
 import yaml
 
 from cueaudit.errors import InputError
+from cueaudit.inference.backends import BACKENDS
+from cueaudit.study import Study, enabled_studies
 
 
 def _is_integer(checker: Any, instance: Any) -> bool:
@@ -204,24 +207,45 @@ def _check_duplicate_keys(node: yaml.Node, path: tuple[str, ...], source: str) -
             _check_duplicate_keys(item, (*path, str(index)), source)
 
 
-def validate_config(config: MutableMapping[str, Any], schema_path: str | Path) -> None:
+def validate_config(
+    config: MutableMapping[str, Any], schema_path: str | Path, studies: Mapping[str, Study]
+) -> None:
     """Check ``config`` in place against the schema, filling in schema defaults.
 
-    Raises InputError listing every violation by its dotted key, e.g.
-    ``models.smollm2.backend: 'vllm' is not one of ['hf']``.
+    The schema is the shared one at ``schema_path`` with each registered study's block schema
+    (its :attr:`Study.schema`, a file beside it) as the property of that study's name. Raises
+    InputError listing every violation by its dotted key, e.g.
+    ``models.smollm2.backend: 'tgi' is not one of ['hf', 'vllm', 'openai']``; once the schema
+    holds, the semantic checks of the shared keys and of each study that runs.
     """
-    schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
-    validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
+    validator = _with_defaults(jsonschema.Draft202012Validator)(study_schema(schema_path, studies))
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     problems = [f"config key {_key(e.absolute_path)}: {_describe(e)}" for e in errors]
     if not problems:
-        problems = list(_semantic_problems(config))
+        problems = list(_semantic_problems(config, studies))
     if problems:
         raise InputError("config", "invalid configuration:\n  " + "\n  ".join(problems))
 
 
-#: Study blocks of the config; a study runs when its block is present.
-STUDIES = ("probing", "decision")
+def study_schema(schema_path: str | Path, studies: Mapping[str, Study]) -> dict[str, Any]:
+    """The shared schema with every study's block schema under ``properties.<study>`` and
+    the blocks' ``$defs`` beside the shared ones."""
+    path = Path(schema_path)
+    schema: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    definitions = schema.setdefault("$defs", {})
+    for study in studies.values():
+        block_path = path.parent / study.schema
+        block: dict[str, Any] = yaml.safe_load(block_path.read_text(encoding="utf-8"))
+        block.pop("$schema", None)
+        own = block.pop("$defs", {})
+        clash = sorted(set(own) & set(definitions))
+        if clash or study.name in schema["properties"]:
+            raise ValueError(
+                f"{block_path}: names taken by the shared schema: {clash or study.name}"
+            )
+        definitions.update(own)
+        schema["properties"][study.name] = block
+    return schema
 
 
 def seeds_of(config: Mapping[str, Any], model: str) -> list[int]:
@@ -229,134 +253,46 @@ def seeds_of(config: Mapping[str, Any], model: str) -> list[int]:
     return list(config["models"][model].get("seeds") or config["seeds"])
 
 
-def race_prediction_runs(config: Mapping[str, Any]) -> dict[str, list[int]]:
-    """Model -> seeds of the race-prediction task: ``probing.race_prediction.models``
-    (default: all) with each model's seeds, restricted to ``probing.race_prediction.seeds``
-    when given. Empty when the task is off."""
-    spec = config["probing"].get("race_prediction") or {}
-    if not spec.get("enabled"):
-        return {}
-    only = spec.get("seeds")
-    runs = {}
-    for model in spec.get("models") or list(config["models"]):
-        runs[model] = [s for s in seeds_of(config, model) if only is None or s in only]
-    return runs
+def unknown_models(config: Mapping[str, Any], key: str, models: Iterable[str]) -> Iterator[str]:
+    """A problem naming ``key`` when ``models`` lists a model that ``models:`` does not define."""
+    unknown = [model for model in models if model not in config["models"]]
+    if unknown:
+        yield (
+            f"config key {key}: unknown models {', '.join(map(repr, unknown))} "
+            f"(models has: {', '.join(config['models'])})"
+        )
 
 
-def regression_seeds(config: Mapping[str, Any]) -> dict[str, int]:
-    """Model -> the one seed whose responses enter Tables 5-7 (one response per prompt, as
-    the paper): ``probing.analysis.regression_seed``, else each model's first race-prediction
-    seed."""
-    chosen = (config["probing"].get("analysis") or {}).get("regression_seed")
-    return {
-        model: seeds[0] if chosen is None else chosen
-        for model, seeds in race_prediction_runs(config).items()
-        if seeds
-    }
-
-
-#: The probing study's derived task: its prompts are results/prompts/race_prediction.parquet.
-RACE_PREDICTION = "race_prediction"
-
-
-def _semantic_problems(config: Mapping[str, Any]) -> Iterator[str]:
-    if not any(study in config for study in STUDIES):
-        yield f"config: give at least one study block ({', '.join(STUDIES)})"
+def _semantic_problems(config: Mapping[str, Any], studies: Mapping[str, Study]) -> Iterator[str]:
+    running = enabled_studies(studies, config)
+    if not running:
+        yield f"config: give at least one study block ({', '.join(studies)})"
     for name, model in config["models"].items():
         has_gguf_package = "gguf_package" in model
         # An API model is named by openai.model; local weights need a folder or a package.
-        if model["backend"] != "openai" and not has_gguf_package and "path" not in model:
+        local_weights = BACKENDS[model["backend"]].local_weights
+        if local_weights and not has_gguf_package and "path" not in model:
             yield f"config key models.{name}: give 'path' (folder or model id) or 'gguf_package'"
         if has_gguf_package and "gguf_file" not in model:
             yield f"config key models.{name}.gguf_file: required with gguf_package"
-    if "probing" in config:
-        yield from _probing_problems(config)
-    if "decision" in config:
-        yield from _decision_problems(config)
-
-
-def _probing_problems(config: Mapping[str, Any]) -> Iterator[str]:
-    tasks = config["probing"]["tasks"]
-    for task in tasks:
-        if task == RACE_PREDICTION:
-            yield (
-                f"config key probing.tasks.{task}: the name is reserved for the race-prediction "
-                "task (set it up under probing.race_prediction)"
-            )
-    for task in config["probing"]["race_prediction"]["tasks"]:
-        if task not in tasks:
-            yield (
-                f"config key probing.race_prediction.tasks: unknown task '{task}' "
-                f"(probing.tasks has: {', '.join(sorted(tasks))})"
-            )
-    if "names" not in config["cues"]:
-        yield "config key cues.names: required by the probing study (the name cues)"
-    yield from _race_prediction_problems(config)
-
-
-def _race_prediction_problems(config: Mapping[str, Any]) -> Iterator[str]:
-    spec = config["probing"]["race_prediction"]
-    models = config["models"]
-    unknown = [model for model in spec.get("models") or [] if model not in models]
-    if unknown:
-        yield (
-            f"config key probing.race_prediction.models: unknown models "
-            f"{', '.join(map(repr, unknown))} (models has: {', '.join(models)})"
-        )
-        return
-    if not spec["enabled"]:
-        return
-    runs = race_prediction_runs(config)
-    for seed in spec.get("seeds") or []:
-        if not any(seed in seeds_of(config, model) for model in runs):
-            yield (
-                f"config key probing.race_prediction.seeds: seed {seed} is not a seed of any "
-                f"race-prediction model ({', '.join(runs)})"
-            )
-    for model, seeds in runs.items():
-        if not seeds:
-            yield (
-                f"config key probing.race_prediction.seeds: model {model!r} runs none of them "
-                f"(its seeds: {seeds_of(config, model)})"
-            )
-    chosen = config["probing"]["analysis"].get("regression_seed")
-    for model, seeds in runs.items():
-        if chosen is not None and seeds and chosen not in seeds:
-            yield (
-                f"config key probing.analysis.regression_seed: {chosen} has no race predictions "
-                f"of model {model!r} (its race-prediction seeds: {seeds})"
-            )
-
-
-def _decision_problems(config: Mapping[str, Any]) -> Iterator[str]:
-    decision = config["decision"]
-    if "primary" in decision["extensions"]:
-        yield (
-            "config key decision.extensions.primary: 'primary' is the pre-registered design's "
-            "arm; give the extension another name"
-        )
-    blocks = {"decision.models": decision}
-    blocks.update(
-        {f"decision.extensions.{arm}.models": b for arm, b in decision["extensions"].items()}
-    )
-    for key, block in blocks.items():
-        unknown = [model for model in block.get("models", []) if model not in config["models"]]
-        if unknown:
-            yield (
-                f"config key {key}: unknown models {', '.join(map(repr, unknown))} "
-                f"(models has: {', '.join(config['models'])})"
-            )
+    for study in running:
+        yield from study.problems(config)
 
 
 #: Resource keys that may name a folder (SSA's yobYYYY.txt files); every other one is a file.
 FOLDER_KEYS = frozenset({"cues.names.derive.ssa.path"})
 
 
-def check_input_files(config: Mapping[str, Any], base_dir: str | Path = ".") -> None:
-    """Fail before any job when a configured resource file does not exist or is a folder."""
+def check_input_files(
+    config: Mapping[str, Any], studies: Mapping[str, Study], base_dir: str | Path = "."
+) -> None:
+    """Fail before any job when a configured resource file (of the shared cue resources or of
+    a study that runs) does not exist or is a folder."""
     base = Path(base_dir)
     problems = []
-    for key, path in _resource_paths(config):
+    paths = [_cue_resource_paths(config)]
+    paths += [study.resource_paths(config) for study in enabled_studies(studies, config)]
+    for key, path in itertools.chain.from_iterable(paths):
         target = base / path
         if not target.exists():
             problems.append(f"config key {key}: not found: {path}")
@@ -366,26 +302,7 @@ def check_input_files(config: Mapping[str, Any], base_dir: str | Path = ".") -> 
         raise InputError("config", "unusable input files:\n  " + "\n  ".join(problems))
 
 
-def _resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    for task, spec in (config.get("probing") or {}).get("tasks", {}).items():
-        if "base_prompts" in spec:
-            yield f"probing.tasks.{task}.base_prompts", spec["base_prompts"]
-        augment = spec.get("augment") or {}
-        if "templates" in augment:
-            yield f"probing.tasks.{task}.augment.templates", augment["templates"]
-        for name, path in (augment.get("components") or {}).items():
-            yield f"probing.tasks.{task}.augment.components.{name}", path
-    decision = config.get("decision") or {}
-    for key in ("profiles", "name_pairs", "hobbies", "neighbourhoods", "demographic_terms"):
-        if key in decision:
-            yield f"decision.{key}", decision[key]
-    if "preregistration" in decision:
-        yield "decision.preregistration", decision["preregistration"]
-    if "prompts" in decision.get("design", {}):
-        yield "decision.design.prompts", decision["design"]["prompts"]
-    for arm, block in (decision.get("extensions") or {}).items():
-        if "prompts" in block.get("design", {}):
-            yield f"decision.extensions.{arm}.design.prompts", block["design"]["prompts"]
+def _cue_resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     cues = config.get("cues", {})
     names = cues.get("names")
     if names:

@@ -1,8 +1,13 @@
-"""Atomic file output, path checks and logging set-up shared by the workflow scripts."""
+"""File input and output shared by the library and the workflow scripts: checked readers
+(UTF-8 text, JSON Lines, CSV) whose errors name the file and line, atomic writes, path
+checks and logging set-up."""
 
 from __future__ import annotations
 
+import csv
 import glob
+import io
+import json
 import logging
 import os
 import re
@@ -11,10 +16,10 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import polars as pl
 
@@ -55,6 +60,76 @@ def check_within(path: str | Path, root: str | Path) -> Path:
             str(path), f"output path resolves to {resolved}, outside its output folder {top}"
         )
     return Path(path)
+
+
+def read_bytes_checked(path: str | Path) -> str:
+    """File text (UTF-8), or InputError naming the file for missing, empty or bad encoding."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(str(path), "file not found")
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise InputError(str(path), "file is empty")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError(str(path), f"not valid UTF-8 at line {line} (byte {exc.start})") from None
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` of a JSON Lines file; each line must be a JSON object."""
+    src = str(path)
+    for number, line in enumerate(read_bytes_checked(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(src, f"line {number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise InputError(src, f"line {number}: expected a JSON object")
+        yield number, record
+
+
+def read_csv_records(path: str | Path, required: Sequence[str]) -> list[tuple[int, dict[str, str]]]:
+    """Read a UTF-8 CSV file as ``(line number, row)`` pairs with whitespace-stripped values.
+
+    Raises InputError, naming the file (and field or line), when the file is missing or empty,
+    is not UTF-8, is not well-formed CSV, lacks a required column or has no data rows.
+    """
+    src = str(path)
+    reader = csv.reader(io.StringIO(read_bytes_checked(path), newline=""))
+    try:
+        header = [col.strip() for col in next(reader)]
+        missing = [col for col in required if col not in header]
+        if missing:
+            raise InputError(src, f"required column missing (header is {header})", field=missing[0])
+        dupes = sorted({col for col in header if header.count(col) > 1})
+        if dupes:
+            raise InputError(src, "column appears more than once in the header", field=dupes[0])
+        records: list[tuple[int, dict[str, str]]] = []
+        start = reader.line_num + 1  # a record's first line (a quoted field may span lines)
+        for row in reader:
+            line, start = start, reader.line_num + 1
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) != len(header):
+                raise InputError(
+                    src,
+                    f"line {line}: {len(row)} fields, header has {len(header)}",
+                )
+            records.append(
+                (
+                    line,
+                    {col: cell.strip() for col, cell in zip(header, row, strict=True)},
+                )
+            )
+    except csv.Error as exc:
+        raise InputError(src, f"malformed CSV at line {reader.line_num}: {exc}") from None
+    if not records:
+        raise InputError(src, "no data rows below the header")
+    return records
 
 
 def _host_tag() -> str:

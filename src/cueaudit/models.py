@@ -1,4 +1,10 @@
-"""Model preparation: resolve a configured model to a local folder that loads fast."""
+"""Model preparation: resolve a configured model to a folder with a manifest, once.
+
+A model with local weights gets a folder that loads fast (GGUF weights de-quantised there), a
+weight hash as its id and its generation config; a model behind an API (a backend whose
+registry row has no local weights) gets the identity its backend names. The manifest's format
+and its reader are cueaudit.inference.manifest; a prepared model's provenance record is here.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +12,18 @@ import hashlib
 import importlib.util
 import json
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from cueaudit.errors import InputError
-from cueaudit.inference.core import API_SAMPLING_KEYS, SAMPLING_KEYS, Decoding
+from cueaudit.inference.backends import backend_class, backend_entry
+from cueaudit.inference.core import Decoding
+from cueaudit.inference.generation_config import generation_defaults, offline_hub
+from cueaudit.inference.manifest import MANIFEST, load_manifest, sampling_defaults
 from cueaudit.io import atomic_directory
 
-MANIFEST = "cueaudit-model.json"
 log = logging.getLogger(__name__)
-
-
-def offline_hub() -> None:
-    """Never reach the model hub at run time."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def package_dir(package: str) -> Path:
@@ -68,132 +69,40 @@ def prepare_model(name: str, spec: Mapping[str, Any], out_dir: str | Path) -> di
 
 def _prepare_into(name: str, spec: Mapping[str, Any], tmp: Path) -> dict[str, Any]:
     manifest: dict[str, Any] = {"name": name, "backend": spec["backend"]}
-    if spec["backend"] == "openai":
-        # Nothing to download: the identity is the dated model snapshot at its endpoint.
-        openai = spec.get("openai", {})
-        model = openai.get("model", name)
-        base_url = openai.get("base_url") or "https://api.openai.com/v1"
-        manifest |= {"source": base_url, "weights_sha256": None, "load_path": None}
-        manifest["model_id"] = f"openai:{model}@{base_url}"
+    if backend_entry(spec["backend"]).local_weights:
+        manifest |= _local_weights(spec, tmp)
     else:
-        gguf = gguf_source(spec)
-        if gguf is not None:
-            _convert_gguf(gguf, tmp, spec.get("dtype", "float32"))
-            digest = file_sha256(gguf)
-            manifest |= {"source": str(gguf), "weights_sha256": digest, "load_path": "."}
-            manifest["model_id"] = f"sha256:{digest}"
-        elif "path" not in spec:
-            raise InputError("config", "a model needs 'path' or 'gguf_file'", "path")
-        else:
-            manifest |= {"source": spec["path"], "weights_sha256": None, "load_path": spec["path"]}
-            manifest["model_id"] = resolve_model_id(spec["path"], spec.get("revision"))
-    if spec["backend"] == "openai":
-        manifest["generation_config"] = None
-    elif manifest["load_path"] == ".":  # saved here: name the final folder, not the .partial
-        final = tmp.name.removesuffix(".partial")
-        manifest["generation_config"] = generation_defaults(tmp, shown=final)
-    else:
-        manifest["generation_config"] = generation_defaults(manifest["load_path"])
+        source, model_id = backend_class(spec["backend"]).remote_model(name, spec)
+        manifest |= {"source": source, "weights_sha256": None, "load_path": None}
+        manifest |= {"model_id": model_id, "generation_config": None}  # the API's defaults
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     return manifest
 
 
-#: Neutral values of the sampling parameters transformers applies when neither the model nor
-#: the caller sets them (``GenerationConfig._get_default_generation_params`` in transformers 5;
-#: the attribute defaults of ``GenerationConfig`` before it). Used only when that is missing.
-FRAMEWORK_DEFAULTS: dict[str, Any] = {
-    "temperature": 1.0,
-    "top_p": 1.0,
-    "top_k": 50,
-    "min_p": None,
-    "repetition_penalty": 1.0,
-}
-#: Sampling settings of a generation config that no backend here applies, with their neutral
-#: values: a model setting one of them otherwise is sampled without it (logged, recorded).
-NOT_APPLIED: dict[str, Any] = {
-    "typical_p": 1.0,
-    "epsilon_cutoff": 0.0,
-    "eta_cutoff": 0.0,
-    "top_h": None,
-    "no_repeat_ngram_size": 0,
-    "encoder_repetition_penalty": 1.0,
-}
-_RANGES = {  # key: (lowest, highest, lowest allowed?)
-    "temperature": (0.0, None, False),
-    "top_p": (0.0, 1.0, False),
-    "top_k": (0, None, True),
-    "min_p": (0.0, 1.0, True),
-    "repetition_penalty": (0.0, None, False),
-}
-
-
-def generation_defaults(path: str | Path, shown: str | None = None) -> dict[str, Any]:
-    """The sampling parameters a model samples with under transformers when the caller sets
-    none: its generation config (``generation_config.json`` of the folder or hub snapshot, else
-    the one transformers derives from ``config.json``), unset values filled with the framework
-    defaults, exactly as ``generate`` resolves them.
-
-    Returns ``{"source": where they came from, "sampling": {key: value} for
-    cueaudit.inference.core.SAMPLING_KEYS (None: not applied), "not_applied": {key: value}}``.
-    ``do_sample`` is not read: the studies always sample, at the configured temperature.
-    ``shown`` names the folder in ``source`` and in errors (default: ``path``).
-    """
-    from transformers import AutoConfig, GenerationConfig
-
-    offline_hub()
-    where, name = str(path), shown or str(path)
-    try:
-        config = GenerationConfig.from_pretrained(where)
-        source = f"{name}/generation_config.json"
-    except (OSError, ValueError) as error:
-        if isinstance(error, ValueError) or (Path(where) / "generation_config.json").is_file():
-            # there, but unreadable (not JSON) or refused by transformers
-            message = f"cannot read the model's generation config ({error})"
-            raise InputError(f"{name}/generation_config.json", message) from error
-        try:
-            config = GenerationConfig.from_model_config(AutoConfig.from_pretrained(where))
-            source = f"{name}/config.json (no generation_config.json)"
-        except (OSError, ValueError) as error:
-            message = f"cannot read the model's generation config ({error})"
-            raise InputError(name, message) from error
-    global_defaults = getattr(GenerationConfig, "_get_default_generation_params", None)
-    framework = global_defaults() if global_defaults is not None else FRAMEWORK_DEFAULTS
-    sampling: dict[str, Any] = {}
-    for key in FRAMEWORK_DEFAULTS:
-        value = getattr(config, key, None)
-        sampling[key] = value if value is not None else framework.get(key)
-        _check_range(key, sampling[key], source)
-    not_applied = {
-        key: getattr(config, key)
-        for key, neutral in NOT_APPLIED.items()
-        if getattr(config, key, None) not in (None, neutral)
+def _local_weights(spec: Mapping[str, Any], tmp: Path) -> dict[str, Any]:
+    """The manifest fields of local weights: GGUF de-quantised into ``tmp``, else a folder or
+    hub id pointed at."""
+    gguf = gguf_source(spec)
+    if gguf is not None:
+        _convert_gguf(gguf, tmp, spec.get("dtype", "float32"))
+        digest = file_sha256(gguf)
+        final = tmp.name.removesuffix(".partial")  # saved here: name the final folder
+        return {
+            "source": str(gguf),
+            "weights_sha256": digest,
+            "load_path": ".",
+            "model_id": f"sha256:{digest}",
+            "generation_config": generation_defaults(tmp, shown=final),
+        }
+    if "path" not in spec:
+        raise InputError("config", "a model needs 'path' or 'gguf_file'", "path")
+    return {
+        "source": spec["path"],
+        "weights_sha256": None,
+        "load_path": spec["path"],
+        "model_id": resolve_model_id(spec["path"], spec.get("revision")),
+        "generation_config": generation_defaults(spec["path"]),
     }
-    if not_applied:
-        log.warning("%s sets %s, which cueaudit's samplers do not apply", source, not_applied)
-    return {"source": source, "sampling": sampling, "not_applied": not_applied}
-
-
-def _check_range(key: str, value: Any, source: str) -> None:
-    if value is None:
-        return
-    low, high, closed = _RANGES[key]
-    if (value < low if closed else value <= low) or (high is not None and value > high):
-        bound = f"{'>=' if closed else '>'} {low}" + (f" and <= {high}" if high is not None else "")
-        raise InputError(source, f"{key} is {value!r}; it must be {bound}", key)
-
-
-def sampling_defaults(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The model's own sampling parameters recorded in a prepared model's manifest (None for
-    API models: what is not configured is left to the API)."""
-    if "generation_config" not in manifest:
-        raise InputError(
-            MANIFEST,
-            f"the manifest of {manifest.get('name')} records no generation config and "
-            "transformers is not installed to read it; rerun the prepare_model rule",
-            "generation_config",
-        )
-    recorded = manifest["generation_config"]
-    return dict(recorded["sampling"]) if recorded else None
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf", ".json", ".model", ".jinja")
@@ -250,31 +159,13 @@ def _convert_gguf(gguf: Path, out: Path, dtype: str) -> None:
     log.info("saved %s (%d parameters)", out, sum(p.numel() for p in model.parameters()))
 
 
-def load_manifest(model_dir: str | Path) -> dict[str, Any]:
-    path = Path(model_dir) / MANIFEST
-    if not path.is_file():
-        raise InputError(str(path), "model folder has no manifest; rerun the prepare_model rule")
-    manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    load_path = manifest["load_path"]
-    manifest["resolved_path"] = str(Path(model_dir)) if load_path == "." else load_path
-    if "model_id" not in manifest:  # manifests written before model ids were recorded
-        digest = manifest.get("weights_sha256")
-        manifest["model_id"] = f"sha256:{digest}" if digest else manifest["source"]
-    if "generation_config" not in manifest:  # written before the defaults were recorded
-        if manifest["backend"] == "openai":
-            manifest["generation_config"] = None
-        elif importlib.util.find_spec("transformers") is not None:
-            manifest["generation_config"] = generation_defaults(manifest["resolved_path"])
-        # else (an environment without transformers, e.g. the analysis one): left unknown
-    return manifest
-
-
 def resolved_sampling(decoding: Mapping[str, Any], manifest: Mapping[str, Any]) -> dict[str, Any]:
     """The sampling parameters a prepared model's inference jobs apply, resolved as the
     runner resolves them (cueaudit.inference.core.backend_decoding): the config's ``decoding``
-    block over the model's generation config; for API models only the keys the API accepts,
-    None where not sent. This is what the provenance records."""
-    keys = API_SAMPLING_KEYS if manifest["backend"] == "openai" else SAMPLING_KEYS
+    block over the model's generation config, limited to the keys its backend applies (its
+    registry row's ``sampling_keys``; an API's others are None: not sent). This is what the
+    provenance records."""
+    keys = backend_entry(manifest["backend"]).sampling_keys
     return Decoding.from_config(decoding, 1, sampling_defaults(manifest), keys).sampling()
 
 

@@ -1,14 +1,15 @@
 """What every study's prompt table shares: stable prompt ids and their inference shards.
 
 A study writes one prompt table per task with at least ``prompt_uid``, ``task`` and ``text``
-(and optionally ``group``, the prefix-sharing key inference batches by). Inference and
-parsing read nothing else, so they never need to know which study wrote the table.
+(or its parts, :data:`TEXT_PARTS`), and optionally ``group``, the prefix-sharing key inference
+batches by (:func:`group_expr`). Inference and parsing read nothing else, so they never need
+to know which study wrote the table.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -16,8 +17,6 @@ import polars as pl
 
 from cueaudit.errors import InputError
 
-#: Columns inference reads from any prompt table.
-INFERENCE_COLUMNS: Final = ("prompt_uid", "text")
 #: A prompt table holds each prompt's ``text`` or, normalised for tables of millions of rows,
 #: its two parts: ``prefix`` (the cue with its trailing separator, "" when none) and ``body``,
 #: both Categorical so each distinct part is stored once. The text is ``prefix + body``.
@@ -43,6 +42,18 @@ def text_expr(columns: Iterable[str]) -> pl.Expr:
     )
 
 
+def group_expr(columns: Iterable[str]) -> pl.Expr:
+    """The expression of each prompt's prefix-sharing group in a prompt table with ``columns``:
+    its ``group`` where the study writes one, else a normalised table's ``prefix`` (each
+    distinct cue prefix, e.g. one dialog history, is its own group), else one group ("")."""
+    columns = set(columns)
+    if "group" in columns:
+        return pl.col("group").cast(pl.String).fill_null("").alias("group")
+    if "prefix" in columns:
+        return pl.col("prefix").cast(pl.String).fill_null("").alias("group")
+    return pl.lit("").alias("group")
+
+
 def scan_prompts(path: str | Path) -> pl.LazyFrame:
     """A prompt table with its ``text`` column, assembled lazily from the parts when the table
     is normalised (select and filter before collecting so only those rows are assembled)."""
@@ -55,15 +66,18 @@ def shard_of(uids: pl.Series, n_shards: int) -> pl.Series:
     return (uids.str.slice(0, 8).str.to_integer(base=16) % n_shards).alias("shard")
 
 
-def check_unique_uids(table: pl.DataFrame, source: str) -> pl.DataFrame:
+def check_unique_uids(
+    table: pl.DataFrame, source: str, shown: Sequence[str] = ("task",)
+) -> pl.DataFrame:
     """``table`` if its ``prompt_uid`` values are distinct, else InputError naming ``source``,
-    the first repeated uid and the rows that share it: every join on the uid (responses,
-    outcomes, group means) would otherwise count those rows twice without a word."""
+    the first repeated uid and the rows that share it (their columns ``shown``, those the
+    table has): every join on the uid (responses, outcomes, group means) would otherwise count
+    those rows twice without a word."""
     repeated = table.filter(pl.col("prompt_uid").is_duplicated())
     if repeated.height:
         uid = repeated["prompt_uid"][0]
         rows = repeated.filter(pl.col("prompt_uid") == uid)
-        shown = [c for c in ("task", "base_id", "cue", "cue_value") if c in rows.columns]
+        shown = [c for c in shown if c in rows.columns]
         described = "; ".join(
             ", ".join(f"{c}={v!r}" for c, v in zip(shown, row, strict=True))
             for row in rows.select(shown).head(3).iter_rows()

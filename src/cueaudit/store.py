@@ -9,7 +9,7 @@ Shared by every study: the base relations ``prompts``, ``responses`` and ``outco
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +31,15 @@ SHARED_TABLES: Final = ("prompts", "responses", "outcomes", "parse_rates", "prov
 PROMPT_PARTS: Final = "prompt_parts"
 
 
-def _literal(value: object) -> str:
+def sql_literal(value: object) -> str:
+    """``value`` as a quoted SQL string literal."""
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def sql_list(values: Iterable[object]) -> str:
+    """``values`` as a comma-separated list of SQL string literals, ``NULL`` when empty (so
+    ``x IN (...)`` matches nothing)."""
+    return ", ".join(map(sql_literal, values)) or "NULL"
 
 
 def _ident(name: str) -> str:
@@ -40,7 +47,7 @@ def _ident(name: str) -> str:
 
 
 def _files(paths: Paths) -> str:
-    return f"read_parquet([{', '.join(map(_literal, paths))}], union_by_name = true)"
+    return f"read_parquet([{', '.join(map(sql_literal, paths))}], union_by_name = true)"
 
 
 def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -137,7 +144,7 @@ def _parse_rates_sql(con: duckdb.DuckDBPyConnection, groups: ParseRateGroups) ->
 
     answer, label = optional("answer", "DOUBLE"), optional("answer_label", "VARCHAR")
     ranks = optional("ranks", "BIGINT[]")
-    names = ", ".join(map(_literal, groups.tasks or ()))
+    names = ", ".join(map(sql_literal, groups.tasks or ()))
     tasks = (
         "TRUE" if groups.tasks is None else f"list_contains(CAST([{names}] AS VARCHAR[]), o.task)"
     )
@@ -326,7 +333,7 @@ def build_database(
                 con.execute(f"CREATE TABLE provenance AS {_provenance_sql(con, settings)}")
             for name, path in (tables or {}).items():
                 reader = "read_parquet" if str(path).endswith(".parquet") else "read_csv_auto"
-                con.execute(f"CREATE TABLE {name} AS SELECT * FROM {reader}({_literal(path)})")
+                con.execute(f"CREATE TABLE {name} AS SELECT * FROM {reader}({sql_literal(path)})")
             for build in views:
                 build(con)
         finally:

@@ -26,6 +26,7 @@ from cueaudit.decision.formats import load_prompt_resources
 from cueaudit.decision.preregistration import freeze
 from cueaudit.decision.prompts import DesignSettings
 from cueaudit.errors import InputError
+from cueaudit.studies import STUDIES
 from tests.bad_inputs.battery import ROOT, Case, Where, params, run_case
 from tests.conftest import tiny_config
 
@@ -304,6 +305,6 @@ def test_bad_config_names_the_key(change: Any, key: str) -> None:
     config = tiny_config()
     change(config)
     with pytest.raises(InputError) as info:
-        validate_config(config, ROOT / "workflow/schemas/config.schema.yaml")
+        validate_config(config, ROOT / "workflow/schemas/config.schema.yaml", STUDIES)
     assert info.value.source == "config"
     assert f"config key {key}: " in str(info.value)

@@ -224,7 +224,7 @@ EXPLICIT_CASES = [
 
 def translate(w: Where) -> object:
     return run_dialect_translation(
-        {"healthcare": (str(w / "prompts.csv"), None)},
+        load_base_prompts(w / "prompts.csv", "healthcare"),
         {"translator": "rule_based", "cache": str(w.results / "cache" / "dialect.sqlite")},
         translations_path=w.results / "cues" / "dialect.parquet",
         audit_path=w.results / "cues" / "dialect_audit.csv",

@@ -12,7 +12,6 @@ import yaml
 
 from cueaudit.decision.prompts import expected_counts
 from tests.conftest import ROOT, SnakemakeRunner, assert_join_keys_unique, tiny_config, write_config
-from tests.e2e.test_slurm import SLURM_ARGS
 from tests.helpers.inference import llama_openai_config, llama_server, llama_server_available
 
 pytestmark = pytest.mark.e2e
@@ -297,31 +296,6 @@ def test_the_design_through_the_llama_cpp_server_with_tool_calls(
         tmp_path / "results/outcomes/smollm2-server/seed0/decision_rate_tool.parquet"
     )
     assert set(ratings["answer"].to_list()) <= {1.0, 2.0, 3.0, 4.0, 5.0}
-
-
-def test_the_design_on_slurm_matches_the_local_run(
-    slurm: None, tmp_path: Path, run_snakemake: SnakemakeRunner
-) -> None:
-    config = decision_config()
-    config["decision"]["design"]["tasks"] = ["decision_rate_text", "decision_rank_tool"]
-    local, cluster = tmp_path / "local", tmp_path / "cluster"
-    for workdir in (local, cluster):
-        write_config(workdir, config)
-    run_snakemake(local, "decision")
-    result = run_snakemake(cluster, "decision", *SLURM_ARGS)
-    assert "steps (100%) done" in result.stdout + result.stderr
-    for task in config["decision"]["design"]["tasks"]:
-        path = f"results/outcomes/smollm2-135m/seed0/{task}.parquet"
-        columns = ["prompt_uid", "answer" if "rate" in task else "ranks", "parse_error"]
-        assert (
-            pl.read_parquet(local / path)
-            .select(columns)
-            .sort("prompt_uid")
-            .equals(pl.read_parquet(cluster / path).select(columns).sort("prompt_uid"))
-        )
-    assert (local / "results/tables/decision_outcome_summary.csv").read_text() == (
-        cluster / "results/tables/decision_outcome_summary.csv"
-    ).read_text()
 
 
 def paper_config() -> dict:

@@ -1,4 +1,6 @@
-"""The test design through `snakemake --profile profiles/slurm` on a real single-node Slurm.
+"""Both studies' test designs through `snakemake --profile profiles/slurm` on a real
+single-node Slurm. Every test that submits to the cluster is here: each counts or compares what
+it submitted, so under ``pytest -n N`` they must share one worker (``--dist loadfile``).
 
 CI starts the cluster with tests/slurm/cluster.sh and sets CUEAUDIT_REQUIRE_SLURM=1, so a
 cluster that is down fails the test instead of skipping it.
@@ -14,6 +16,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import ROOT, SnakemakeRunner, tiny_config, write_config
+from tests.e2e.test_decision import decision_config
 
 pytestmark = pytest.mark.e2e
 
@@ -92,3 +95,28 @@ def test_slurm_run_matches_local_run(
         assert (local / "results/tables" / table).read_text() == (
             cluster / "results/tables" / table
         ).read_text()
+
+
+def test_the_decision_design_on_slurm_matches_the_local_run(
+    slurm: None, tmp_path: Path, run_snakemake: SnakemakeRunner
+) -> None:
+    config = decision_config()
+    config["decision"]["design"]["tasks"] = ["decision_rate_text", "decision_rank_tool"]
+    local, cluster = tmp_path / "local", tmp_path / "cluster"
+    for workdir in (local, cluster):
+        write_config(workdir, config)
+    run_snakemake(local, "decision")
+    result = run_snakemake(cluster, "decision", *SLURM_ARGS)
+    assert "steps (100%) done" in result.stdout + result.stderr
+    for task in config["decision"]["design"]["tasks"]:
+        path = f"results/outcomes/smollm2-135m/seed0/{task}.parquet"
+        columns = ["prompt_uid", "answer" if "rate" in task else "ranks", "parse_error"]
+        assert (
+            pl.read_parquet(local / path)
+            .select(columns)
+            .sort("prompt_uid")
+            .equals(pl.read_parquet(cluster / path).select(columns).sort("prompt_uid"))
+        )
+    assert (local / "results/tables/decision_outcome_summary.csv").read_text() == (
+        cluster / "results/tables/decision_outcome_summary.csv"
+    ).read_text()

@@ -61,11 +61,12 @@ def prompt_table(n_names: int = 6, bases: list[str] | None = None) -> pl.DataFra
                     "gender": None,
                     "cue_value": value,
                     "text": template.replace("{p}", base),
+                    "group": f"{cue}\x1f{value or ''}",  # inference shares prefixes per cue value
                 }
             )
     # a table with a text column (the normalised prefix + body of the probing tables aside)
     schema = {k: v for k, v in PROMPT_SCHEMA.items() if k not in ("prefix", "body")}
-    return pl.DataFrame(rows, schema={**schema, "text": pl.String})
+    return pl.DataFrame(rows, schema={**schema, "text": pl.String, "group": pl.String})
 
 
 class CountingBackend:

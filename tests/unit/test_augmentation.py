@@ -14,6 +14,7 @@ from cueaudit.config import check_input_files, validate_config
 from cueaudit.errors import InputError
 from cueaudit.probing.augmentation import augment_files, run_augmentation
 from cueaudit.probing.base_prompts import load_base_prompts
+from cueaudit.studies import STUDIES
 from tests.conftest import ROOT, SnakemakeRunner, tiny_config, write_config
 
 COMPONENTS = ROOT / "resources/prompts/components"
@@ -263,21 +264,21 @@ def augmented_config(**augment: object) -> dict:
 
 def test_the_config_takes_augment_instead_of_base_prompts(tmp_path: Path) -> None:
     config = augmented_config(total=24)
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     assert config["probing"]["tasks"]["salary"]["augment"]["seed"] == 0
-    check_input_files(config)
+    check_input_files(config, STUDIES)
     config["probing"]["tasks"]["salary"]["augment"]["components"]["city"] = str(tmp_path / "no.csv")
     with pytest.raises(
         InputError, match=r"probing.tasks.salary.augment.components.city: not found"
     ):
-        check_input_files(config)
+        check_input_files(config, STUDIES)
     both = augmented_config()
     both["probing"]["tasks"]["salary"]["base_prompts"] = str(SHIPPED / "salary.csv")
     neither = augmented_config()
     del neither["probing"]["tasks"]["salary"]["augment"]
     for config in (both, neither):
         with pytest.raises(InputError) as err:
-            validate_config(config, SCHEMA)
+            validate_config(config, SCHEMA, STUDIES)
         assert (
             "config key probing.tasks.salary: expected an advice task whose base prompts come "
             "from exactly one of base_prompts" in str(err.value)
@@ -285,7 +286,7 @@ def test_the_config_takes_augment_instead_of_base_prompts(tmp_path: Path) -> Non
     bad = augmented_config(total=0)
     bad["probing"]["tasks"]["salary"]["augment"]["components"]["template"] = "x.csv"
     with pytest.raises(InputError) as err:
-        validate_config(bad, SCHEMA)
+        validate_config(bad, SCHEMA, STUDIES)
     assert "probing.tasks.salary.augment.total" in str(err.value)
     assert "probing.tasks.salary.augment.components" in str(err.value)
 

@@ -10,6 +10,7 @@ from cueaudit.config import (
     validate_config,
 )
 from cueaudit.errors import InputError
+from cueaudit.studies import STUDIES
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
@@ -21,8 +22,8 @@ def default_config() -> dict:
 
 def test_default_config_is_valid_and_gets_defaults() -> None:
     config = default_config()
-    validate_config(config, SCHEMA)
-    check_input_files(config, ROOT)
+    validate_config(config, SCHEMA, STUDIES)
+    check_input_files(config, STUDIES, ROOT)
     assert config["decoding"]["temperature"] == 1.0
     assert config["probing"]["tasks"]["salary"]["limit"] is None
 
@@ -32,7 +33,7 @@ def test_every_violation_is_reported_by_key() -> None:
     config["probing"]["tasks"]["legal"]["outcome"] = "ternary"
     config["probing"]["tasks"]["legal"]["shards"] = 0
     with pytest.raises(InputError) as error:
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
     message = str(error.value)
     assert "config key probing.tasks.legal.outcome: 'ternary' is not one of" in message
     assert "config key probing.tasks.legal.shards: 0 is less than the minimum of 1" in message
@@ -42,15 +43,15 @@ def test_model_needs_a_source() -> None:
     config = default_config()
     config["models"] = {"m": {"backend": "hf"}}
     with pytest.raises(InputError, match=r"models\.m: give 'path'"):
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
 
 
 def test_missing_dialog_file_is_named(tmp_path: Path) -> None:
     config = default_config()
     config["cues"]["dialog"] = {"cad": {"path": str(tmp_path / "cad.csv")}}
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     with pytest.raises(InputError, match=r"cues\.dialog\.cad\.path: not found: .*cad\.csv"):
-        check_input_files(config, ROOT)
+        check_input_files(config, STUDIES, ROOT)
 
 
 def test_the_commented_openai_example_is_valid() -> None:
@@ -66,7 +67,7 @@ def test_the_commented_openai_example_is_valid() -> None:
     example = yaml.safe_load("models:\n" + "\n".join(block))["models"]
     config = default_config()
     config["models"] = example
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     assert config["models"]["gpt-5.2"]["openai"]["batch"]["dry_run"] is True
 
 
@@ -74,7 +75,7 @@ def test_a_config_without_a_study_is_refused() -> None:
     config = default_config()
     del config["probing"], config["decision"]
     with pytest.raises(InputError, match=r"give at least one study block \(probing, decision\)"):
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
 
 
 def test_the_schema_lists_the_registered_cue_sources() -> None:
@@ -92,14 +93,14 @@ def test_a_config_without_models_names_the_key() -> None:
     config = default_config()
     del config["models"]
     with pytest.raises(InputError, match=r"config key \(top level\): 'models' is a required"):
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
 
 
 def test_a_probing_block_without_tasks_names_the_key() -> None:
     config = default_config()
     del config["probing"]["tasks"]
     with pytest.raises(InputError) as error:
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
     assert str(error.value) == (
         "config: invalid configuration:\n  config key probing: 'tasks' is a required property"
     )
@@ -127,7 +128,7 @@ def test_whole_number_floats_and_booleans_are_not_integers(change, message: str)
     config = default_config()
     change(config)
     with pytest.raises(InputError) as error:
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
     assert str(error.value) == f"config: invalid configuration:\n  {message}"
 
 
@@ -135,7 +136,7 @@ def test_a_probing_task_named_race_prediction_is_refused() -> None:
     config = default_config()
     config["probing"]["tasks"]["race_prediction"] = config["probing"]["tasks"]["legal"]
     with pytest.raises(InputError) as error:
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
     assert str(error.value) == (
         "config: invalid configuration:\n  config key probing.tasks.race_prediction: the name is "
         "reserved for the race-prediction task (set it up under probing.race_prediction)"
@@ -146,7 +147,7 @@ def test_an_unknown_race_prediction_task_is_named() -> None:
     config = default_config()
     config["probing"]["race_prediction"]["tasks"] = ["legal", "housing"]
     with pytest.raises(InputError) as error:
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
     assert str(error.value) == (
         "config: invalid configuration:\n  config key probing.race_prediction.tasks: unknown "
         "task 'housing' (probing.tasks has: healthcare, legal, salary)"
@@ -157,7 +158,7 @@ def test_the_probing_study_needs_name_cues() -> None:
     config = default_config()
     del config["cues"]["names"]
     with pytest.raises(InputError) as error:
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
     assert str(error.value) == (
         "config: invalid configuration:\n  config key cues.names: required by the probing "
         "study (the name cues)"
@@ -167,7 +168,7 @@ def test_the_probing_study_needs_name_cues() -> None:
 def test_the_decision_study_alone_needs_no_name_lists() -> None:
     config = default_config()
     del config["cues"]["names"], config["probing"]
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
 
 
 @pytest.mark.parametrize("device", ["gpu", "cuda0", "CPU", "cuda:", ""])
@@ -175,7 +176,7 @@ def test_a_free_text_device_is_refused(device: str) -> None:
     config = default_config()
     config["models"]["smollm2-135m"]["device"] = device
     with pytest.raises(InputError) as error:
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
     assert str(error.value) == (
         "config: invalid configuration:\n  config key models.smollm2-135m.device: "
         f"{device!r} is not valid (expected auto, cpu, cuda or cuda:N)"
@@ -186,15 +187,15 @@ def test_a_free_text_device_is_refused(device: str) -> None:
 def test_every_documented_device_is_accepted(device: str) -> None:
     config = default_config()
     config["models"]["smollm2-135m"]["device"] = device
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
 
 
 def test_a_folder_given_as_a_file_is_named() -> None:
     config = default_config()
     config["probing"]["tasks"]["legal"]["base_prompts"] = "resources/prompts"
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     with pytest.raises(InputError) as error:
-        check_input_files(config, ROOT)
+        check_input_files(config, STUDIES, ROOT)
     assert str(error.value) == (
         "config: unusable input files:\n  config key probing.tasks.legal.base_prompts: a "
         "folder, not a file: resources/prompts"
@@ -204,8 +205,8 @@ def test_a_folder_given_as_a_file_is_named() -> None:
 def test_the_ssa_source_may_be_a_folder(tmp_path: Path) -> None:
     config = default_config()
     config["cues"]["names"]["derive"] = {"ssa": {"path": str(tmp_path)}}
-    validate_config(config, SCHEMA)
-    check_input_files(config, ROOT)
+    validate_config(config, SCHEMA, STUDIES)
+    check_input_files(config, STUDIES, ROOT)
 
 
 def test_a_key_given_twice_is_named_with_both_lines(tmp_path: Path) -> None:
@@ -305,7 +306,7 @@ def test_an_unknown_decision_model_is_named() -> None:
         "topup": {"extension": True, "models": ["llama"], "design": {"replicates": 2}}
     }
     with pytest.raises(InputError) as error:
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
     assert str(error.value) == (
         "config: invalid configuration:\n"
         "  config key decision.models: unknown models 'gpt-9' (models has: smollm2-135m)\n"

@@ -27,7 +27,6 @@ from cueaudit.inference.core import (
     render_user_turn,
 )
 from cueaudit.inference.hf import HFEngine
-from tests.unit.test_inference_engine import prepared_model
 
 RANKING = {
     "type": "object",
@@ -63,14 +62,8 @@ def ranking_prompt(k: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepared_model(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def engine(model_dir: Path) -> HFEngine:
-    torch.set_num_threads(2)
-    return HFEngine(str(model_dir))
+def engine(smollm2_dir: Path) -> HFEngine:
+    return HFEngine(str(smollm2_dir))
 
 
 class AllowOnly:
@@ -110,8 +103,8 @@ def test_bitmask_layout_and_masking_leave_free_rows_alone() -> None:
     assert torch.equal(untouched, before)
 
 
-def test_llguidance_matcher_enforces_the_ranking_schema(model_dir: Path) -> None:
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+def test_llguidance_matcher_enforces_the_ranking_schema(smollm2_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
     grammars = GuidanceGrammars(tokenizer, len(tokenizer), [tokenizer.eos_token_id])
     matcher = grammars.matcher(canonical_json(RANKING))
     bitmask = torch.zeros((1, bitmask_words(len(tokenizer))), dtype=torch.int32)

@@ -1,5 +1,5 @@
-"""The cue registry: a new cue type is one variant function plus one registry row, and the
-study's tables (labels, export names, simulator design) are derived from the rows."""
+"""The cue registry: a new cue type is one module (variants, count) plus one registry row,
+and the study's tables (labels, export names, simulator design) are derived from the rows."""
 
 from __future__ import annotations
 
@@ -12,20 +12,18 @@ from typing import Any
 import polars as pl
 import pytest
 
+from cueaudit.cues import REGISTRY
+from cueaudit.cues.cue_type import CueCondition, CueRegistry, CueType, VariantCount, variant_rows
+from cueaudit.cues.dialog.common import format_prefix
 from cueaudit.cues.explicit import explicit_descriptors
-from cueaudit.cues.registry import (
-    EXPLICIT_CUE_TYPE,
-    REGISTRY,
-    CueCondition,
-    CueRegistry,
-    CueType,
-    variant_rows,
-)
+from cueaudit.cues.registry import EXPLICIT_CUE_TYPE
+from cueaudit.cues.vocabulary import CUE_TAGS
 from cueaudit.probing import readability
 from cueaudit.probing.expansion import build_prompt_table, cue_variants, expand_prompts
 from cueaudit.probing.export import CUE_NAMES
-from cueaudit.probing.simulate import CUE_DESIGN
+from cueaudit.probing.templates import TEMPLATES
 from cueaudit.probing.vocabulary import CUE_LABELS
+from tests.helpers.probing_simulator import CUE_DESIGN, cue_design
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = pl.DataFrame(
@@ -52,18 +50,23 @@ OCCUPATIONS = pl.DataFrame(
 )
 
 
-# The toy cue type: one module-level function and one row.
+# The toy cue type: two module-level functions and one row.
 def occupation_variants(cue_type: CueType[pl.DataFrame], frame: pl.DataFrame) -> pl.DataFrame:
     return variant_rows(cue_type, frame, source=pl.col("source"), value=pl.col("occupation"))
 
 
+def occupation_count(cue_type: CueType[pl.DataFrame], block: dict, base: Path) -> VariantCount:
+    return OCCUPATIONS.height, None
+
+
 OCCUPATION = CueType(
     kind="occupation",
-    resource="occupations",
+    config_key="occupations",
     id_pattern="occupation_{source}",
     conditions=(CueCondition("bls", "Occupation (BLS)", "occupation_bls"),),
     variants=occupation_variants,
-    template="[MEMORY: User works as {value}]\nUSER: {prompt}",
+    count=occupation_count,
+    default_template="[MEMORY: User works as {value}]\nUSER: {prompt}",
 )
 
 
@@ -94,7 +97,8 @@ def test_a_registered_cue_type_expands_with_no_other_change(occupation: CueType)
     assert occupation.condition_ids == ("occupation_bls",)
     assert REGISTRY.labels()["occupation_bls"] == "Occupation (BLS)"
     assert REGISTRY.export_names()["occupation_bls"] == "occupation_bls"
-    assert REGISTRY.design()["occupation_bls"] == ("occupation", "bls", ("Black", "White"), True)
+    assert cue_design()["occupation_bls"] == ("occupation", "bls", ("Black", "White"), True)
+    assert occupation.resource_files({}) == ("results/resources/occupations.parquet",)
 
 
 def test_build_prompt_table_reads_a_registered_resource(
@@ -106,13 +110,9 @@ def test_build_prompt_table_reads_a_registered_resource(
     OCCUPATIONS.write_parquet(paths["occupations"])
     table = build_prompt_table(
         base_prompts_path=str(ROOT / "resources/prompts/legal.csv"),
-        names_path=str(paths["names"]),
-        explicit_path=str(paths["explicit"]),
         task="legal",
-        per_group=None,
-        sample_seed=0,
+        cue_files={key: [str(path)] for key, path in paths.items()},
         limit=3,
-        cue_resources={"occupations": [str(paths["occupations"])]},
     )
     counts = dict(table["cue"].value_counts().iter_rows())
     assert counts == {"none": 3, "name_rosenman": 6, "explicit": 15, "occupation_bls": 9}
@@ -167,9 +167,9 @@ def test_derived_tables_equal_the_former_literals() -> None:
 
 
 def test_a_study_can_reword_a_template_without_changing_prompt_ids() -> None:
-    reworded = CueRegistry([replace(EXPLICIT_CUE_TYPE, template="I am {value}. {prompt}")])
+    reworded = {**TEMPLATES, "explicit": "I am {value}. {prompt}"}
     explicit = explicit_descriptors(["race_gender"]).head(1)
-    mine = expand_prompts(BASE, cue_variants(None, explicit, registry=reworded), "h")
+    mine = expand_prompts(BASE, cue_variants(None, explicit, templates=reworded), "h")
     paper = expand_prompts(BASE, cue_variants(None, explicit), "h")
     assert mine["prefix"][2] + mine["body"][2] == f"I am a Black male. {BASE['text'][0]}"
     assert (
@@ -181,7 +181,7 @@ def test_a_study_can_reword_a_template_without_changing_prompt_ids() -> None:
 
 def test_registration_refuses_clashes() -> None:
     registry = CueRegistry([EXPLICIT_CUE_TYPE])
-    with pytest.raises(ValueError, match="kind, resource, condition id already taken"):
+    with pytest.raises(ValueError, match="kind, config key, condition id already taken"):
         registry.register(EXPLICIT_CUE_TYPE)
     with pytest.raises(ValueError, match="condition id already taken"):
         registry.register(replace(OCCUPATION, id_pattern="explicit", conditions=(
@@ -195,10 +195,12 @@ def test_registration_refuses_clashes() -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"template": "[MEMORY: {prompt}] {value}"}, "must end with ' {prompt}'"),
-        ({"template": "{value}\nUSER:\n{prompt}"}, "must end with ' {prompt}'"),
-        ({"template": "USER: {prompt}"}, "needs one {value}"),
-        ({"template": "{value} and {value}: {prompt}"}, "needs one {value}"),
+        ({"default_template": "[MEMORY: {prompt}] {value}"}, "must end with ' {prompt}'"),
+        ({"default_template": "{value}\nUSER:\n{prompt}"}, "must end with ' {prompt}'"),
+        ({"default_template": "USER: {prompt}"}, "needs one {value}"),
+        ({"default_template": "{value} and {value}: {prompt}"}, "needs one {value}"),
+        ({"default_template": "[JOB: {value}]\nUSER: {prompt}"}, "has the tags ['JOB']"),
+        ({"body": "dialect"}, "gives bodies exactly when its body is not 'base'"),
         ({"id_pattern": "{source}_{source}"}, "if it has {source} (once)"),
         ({"conditions": ()}, "no conditions"),
         ({"body": "translated"}, "body"),
@@ -218,3 +220,14 @@ def test_variants_with_other_columns_are_refused() -> None:
     registry = CueRegistry([replace(OCCUPATION, variants=bad)])
     with pytest.raises(ValueError, match="'occupation': variants have columns"):
         cue_variants(registry=registry, occupations=OCCUPATIONS)
+
+
+def test_a_cue_type_without_a_template_is_refused() -> None:
+    registry = CueRegistry([replace(OCCUPATION, default_template=None)])
+    with pytest.raises(ValueError, match="'occupation': no template shows its value"):
+        cue_variants(registry=registry, occupations=OCCUPATIONS)
+
+
+def test_the_cue_tags_are_those_of_every_template() -> None:
+    wording = " ".join([*TEMPLATES.values(), format_prefix([("", "")])])
+    assert tuple(sorted(set(re.findall(r"\b([A-Z]{3,}):", wording)))) == CUE_TAGS

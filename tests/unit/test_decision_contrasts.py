@@ -7,6 +7,7 @@ judgements)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,17 +18,20 @@ import statsmodels.api as sm
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
+from cueaudit.decision.analysis import fitters
 from cueaudit.decision.analysis.contrasts import (
     CONTRASTS_SCHEMA,
     INTERACTIONS_SCHEMA,
     estimate_contrasts,
     estimate_interactions,
     fit_cell,
-    rank_difference,
-    verdict,
 )
+from cueaudit.decision.analysis.design_matrix import CellDesign, ContrastSpec
+from cueaudit.decision.analysis.fitters import FAMILY_ESTIMATOR, rank_difference
 from cueaudit.decision.analysis.frames import SCHEMAS, AnalysisFrames, empty, with_points
+from cueaudit.decision.analysis.verdicts import verdict
 from cueaudit.decision.preregistration import Status, load_preregistration
+from cueaudit.decision.profiles import TIERS
 from cueaudit.stats.mixed import fit_crossed_lmm
 from cueaudit.stats.multiplicity import mde
 from cueaudit.stats.robust import cluster_robust
@@ -44,7 +48,6 @@ CONTRAST_COLUMNS = {
 
 RACES = ("Black", "White", "Hispanic", "Asian")
 GENDERS = ("female", "male")
-TIERS = ("clear_yes", "borderline", "clear_no")
 
 
 def pair_ids(pairs_per_cell: int) -> list[tuple[str, str, str]]:
@@ -498,6 +501,35 @@ def test_contrasts_table_has_the_schema_rows_and_order(family: pl.DataFrame) -> 
         "rank": "positions (mid-rank points)",
     }
     assert set(family["label"]) == {"pre-registered"} and family["pre_registered"].all()
+
+
+def test_an_estimator_is_one_row_of_the_registry(
+    family: pl.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fitter added to FITTERS fits every cell of its formats and gets its own rows, outside
+    the family: the family's rows, q-values and verdicts stay as they were."""
+
+    def shifted(
+        design: CellDesign,
+        contrasts: Sequence[ContrastSpec],
+        start: fitters.CellFit | None,
+        inference: bool,
+    ) -> fitters.CellFit:
+        fit = fitters.FITTERS[FAMILY_ESTIMATOR].fit(design, contrasts, start, inference)
+        estimates = {k: replace(e, estimate=e.estimate + 1.0) for k, e in fit.estimates.items()}
+        return replace(fit, estimator="shifted", estimates=estimates, inference="t, shifted")
+
+    extra = fitters.Fitter(shifted, {"decide": "t, shifted"})
+    monkeypatch.setitem(fitters.FITTERS, "shifted", extra)
+    table = estimate_contrasts(
+        _family_frames(), PREREG, pre_registered=Status(True, "locked at 2026-01-01")
+    )
+    added = table.filter(pl.col("estimator") == "shifted")
+    assert added.height == 12 and set(added["format"]) == {"decide"}
+    assert not added["in_family"].any() and set(added["inference"]) == {"t, shifted"}
+    lmm = table.filter((pl.col("estimator") == FAMILY_ESTIMATOR) & (pl.col("format") == "decide"))
+    np.testing.assert_allclose(added["estimate"], lmm["estimate"] + 1.0, rtol=1e-12)
+    assert table.filter(pl.col("estimator") != "shifted").equals(family)
 
 
 def test_bh_q_values_equal_statsmodels_on_the_estimable_contrasts(family: pl.DataFrame) -> None:

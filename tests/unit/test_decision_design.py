@@ -11,7 +11,6 @@ from cueaudit.decision.design import (
     BUNDLE_TYPES,
     GENDERS,
     RACES,
-    TIERS,
     CompositionError,
     balanced_latin_square,
     build_bundles,
@@ -19,9 +18,10 @@ from cueaudit.decision.design import (
     check_design,
     orthogonal_latin_squares,
 )
+from cueaudit.decision.formats import DOMAINS
+from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import InputError
 
-DOMAINS = ("hiring", "lending", "triage")
 HOBBIES = [f"hobby {i}" for i in range(8)]
 NEIGHBOURHOODS = [f"neighbourhood {i}" for i in range(6)]
 

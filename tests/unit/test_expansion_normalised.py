@@ -172,15 +172,17 @@ def test_shard_reads_equal_the_filtered_full_table(tmp_path: Path) -> None:
     table = expand_prompts(BASE, _cues(), "healthcare", TRANSLATIONS)
     normalised, plain = tmp_path / "normalised.parquet", tmp_path / "plain.parquet"
     table.write_parquet(normalised)
-    full = table.with_columns(text=text_expr(table.columns)).drop("prefix", "body")
-    full.write_parquet(plain)
-    # a normalised table batches by its exact prefix, a text table by cue value
+    # a normalised table batches by its exact prefix, a text table by the group it writes
     by_value = pl.concat_str([pl.col("cue"), pl.col("cue_value").fill_null("")], separator="\x1f")
+    full = table.with_columns(text=text_expr(table.columns), group=by_value).drop("prefix", "body")
+    full.write_parquet(plain)
+    full.drop("group").write_parquet(tmp_path / "ungrouped.parquet")
+    assert set(shard_prompts(tmp_path / "ungrouped.parquet", 0, 1)["group"]) == {""}
     by_prefix = table.select("prompt_uid", prefix=pl.col("prefix").cast(pl.String))
     seen = []
     for shard in range(4):
         expected = full.filter(shard_of(full["prompt_uid"], 4) == shard).select(
-            "prompt_uid", "text", group=by_value
+            "prompt_uid", "text", "group"
         )
         for path in (normalised, plain):
             got = shard_prompts(path, shard, 4)

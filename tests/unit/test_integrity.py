@@ -26,7 +26,7 @@ from cueaudit.inference.runner import check_context, context_limit
 from cueaudit.io import atomic_path, check_within, safe_component, write_csv, write_text
 from cueaudit.models import prepare_model
 from cueaudit.probing.base_prompts import load_base_prompts, load_kearney_prompts
-from cueaudit.probing.expansion import cue_variants, expand_prompts
+from cueaudit.probing.expansion import UID_COLUMNS, cue_variants, expand_prompts
 from cueaudit.probing.export import export_replication
 from cueaudit.prompts import check_unique_uids
 from tests.helpers.fault_proxy import FaultProxy
@@ -68,7 +68,7 @@ def test_a_prompt_table_with_a_repeated_uid_is_refused() -> None:
         }
     )
     with pytest.raises(InputError) as info:
-        check_unique_uids(table, "legal prompts")
+        check_unique_uids(table, "legal prompts", UID_COLUMNS)
     assert str(info.value) == (
         "legal prompts: field 'prompt_uid': 1 prompt uids are shared by several rows; u1 by 2 "
         "rows (task='legal', base_id='b1', cue='none', cue_value=None; task='legal', "
@@ -500,13 +500,12 @@ def test_a_corrupt_part_costs_only_its_own_rows_on_the_rerun(tmp_path: Path) -> 
 
 
 def test_the_packaged_smollm2_context_is_read_from_its_prepared_folder(
-    tmp_path_factory: pytest.TempPathFactory,
+    smollm2_dir: Path,
 ) -> None:
     pytest.importorskip("torch")
     from cueaudit.inference.hf import HFEngine
-    from tests.unit.test_inference_engine import prepared_model
 
-    folder = prepared_model(tmp_path_factory)
+    folder = smollm2_dir
     engine = HFEngine(str(folder))  # loads the tokenizer only; the weights load on first use
     # The GGUF's llama.context_length, 8192, becomes max_position_embeddings.
     assert context_limit(engine) == (8192, f"{folder / 'config.json'}: max_position_embeddings")

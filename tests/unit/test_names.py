@@ -6,11 +6,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from cueaudit.cues import REGISTRY
 from cueaudit.cues.names import load_name_list, load_name_lists, sample_names
-from cueaudit.cues.vocabulary import NAME_SOURCES
 from cueaudit.errors import InputError
 
 NAMES_DIR = Path(__file__).resolve().parents[2] / "resources" / "names"
+NAME_SOURCES = REGISTRY["name"].sources
 SHIPPED = [NAMES_DIR / f"{source}.csv" for source in NAME_SOURCES]
 
 

@@ -2,7 +2,8 @@
 
 A JSON schema in ``response_format`` (llama-cpp-python's dialect) and forced tools must give
 schema-valid answers every time; seconds per prompt with and without the constraint are
-printed (``pytest -s``) and recorded as test properties, never asserted.
+printed (``pytest -s``) and recorded as test properties, never asserted. Slow (about 150 s
+on 2 cores, a real server answering one prompt at a time): CI runs it, the fast tier does not.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from cueaudit.inference.core import AnswerSpec, Decoding, Generation, Request, T
 from cueaudit.inference.openai_backend import OpenAIBackend, RetryableError
 from tests.helpers.inference import llama_server, llama_server_available, llama_settings
 
-pytestmark = pytest.mark.skipif(
-    not llama_server_available(), reason="llama-cpp-python[server] not installed"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not llama_server_available(), reason="llama-cpp-python[server] not installed"
+    ),
+    pytest.mark.slow,
+]
 
 RANKS = {
     "type": "array",

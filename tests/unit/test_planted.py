@@ -21,7 +21,7 @@ from cueaudit.probing.analysis.validity import (
     fisher_average,
     prompt_deviations,
 )
-from cueaudit.probing.simulate import (
+from tests.helpers.probing_simulator import (
     SimSpec,
     simulate,
     true_correlation,
@@ -82,7 +82,7 @@ def test_ratios_recover_planted_group_ratios(con) -> None:  # type: ignore[no-un
 
 
 def test_group_means_recover_planted_means(con) -> None:  # type: ignore[no-untyped-def]
-    from cueaudit.probing.simulate import expected_mean
+    from tests.helpers.probing_simulator import expected_mean
 
     means = group_means(con, "race", n_boot=400, seed=2)
     covered = 0

@@ -11,18 +11,14 @@ import polars as pl
 import pytest
 import yaml
 
-from cueaudit.config import (
-    is_complete_config,
-    race_prediction_runs,
-    regression_seeds,
-    seeds_of,
-    validate_config,
-)
+from cueaudit.config import is_complete_config, seeds_of, validate_config
 from cueaudit.errors import InputError
 from cueaudit.probing.analysis.regression import fe_regressions, regression_data
 from cueaudit.probing.analysis.tables import connect
 from cueaudit.probing.design import probing_size, task_sizes
-from cueaudit.probing.simulate import SimSpec, simulate
+from cueaudit.probing.study import race_prediction_runs, regression_seeds
+from cueaudit.studies import STUDIES
+from tests.helpers.probing_simulator import SimSpec, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
@@ -39,34 +35,34 @@ def two_models(**race_prediction: object) -> dict:
 
 def test_a_model_without_seeds_runs_the_top_level_ones() -> None:
     config = two_models()
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     assert seeds_of(config, "smollm2-135m") == [0, 1, 2]
     assert seeds_of(config, "api") == [0]
 
 
 def test_race_prediction_runs_every_model_and_seed_by_default() -> None:
     config = two_models()
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     assert race_prediction_runs(config) == {"smollm2-135m": [0, 1, 2], "api": [0]}
     assert regression_seeds(config) == {"smollm2-135m": 0, "api": 0}
 
 
 def test_race_prediction_restricted_by_model_and_seed() -> None:
     config = two_models(models=["smollm2-135m"], seeds=[1, 2])
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     assert race_prediction_runs(config) == {"smollm2-135m": [1, 2]}
     # the regression seed defaults to the first seed that has race predictions
     assert regression_seeds(config) == {"smollm2-135m": 1}
     config = two_models(models=["smollm2-135m"], seeds=[1, 2])
     config["probing"]["analysis"]["regression_seed"] = 2
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     assert regression_seeds(config) == {"smollm2-135m": 2}
 
 
 def test_race_prediction_off_has_no_runs() -> None:
     config = two_models()
     config["probing"]["race_prediction"]["enabled"] = False
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     assert race_prediction_runs(config) == {}
     assert regression_seeds(config) == {}
 
@@ -86,14 +82,14 @@ def test_race_prediction_seeds_that_cannot_run_are_named(
     config = two_models(**race_prediction)
     config["probing"]["analysis"]["regression_seed"] = regression_seed
     with pytest.raises(InputError, match=re.escape(message)):
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
 
 
 def test_an_empty_seed_list_of_a_model_is_refused() -> None:
     config = two_models()
     config["models"]["api"]["seeds"] = []
     with pytest.raises(InputError, match=r"models\.api\.seeds: \[\] should be non-empty"):
-        validate_config(config, SCHEMA)
+        validate_config(config, SCHEMA, STUDIES)
 
 
 # --- Tables 5-7: one response per prompt ------------------------------------------------------
@@ -154,7 +150,7 @@ def test_the_regression_seed_selects_the_responses(study) -> None:
 
 def test_the_default_config_counts_its_prompts() -> None:
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     sizes = task_sizes(config, ROOT)
     base = {s.task: pl.read_csv(ROOT / f"resources/prompts/{s.task}.csv").height for s in sizes}
     # no cue + 3 sources x 4 groups x 2 names + 23 explicit + AAVE
@@ -170,7 +166,7 @@ def test_the_default_config_counts_its_prompts() -> None:
 
 def test_a_wrong_expected_prompt_count_stops(tmp_path: Path) -> None:
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     per_run = sum(s.prompts or 0 for s in task_sizes(config, ROOT))
     right = copy.deepcopy(config)
     right["probing"]["expected_prompts"] = per_run
@@ -185,7 +181,7 @@ def test_all_clusters_cannot_be_counted_before_running() -> None:
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     config["cues"]["dialog"] = {"n_clusters": None, "cad": {"path": "x.csv"}}
     config["probing"]["expected_prompts"] = 10
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     with pytest.raises(InputError, match="cannot be counted before running"):
         probing_size(config, ROOT)
 
@@ -196,7 +192,7 @@ def test_an_unreadable_resource_leaves_the_count_unknown(tmp_path: Path) -> None
     names.write_text("name,race\nTyrone,black\n", encoding="utf-8")
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     config["cues"]["names"]["lists"] = {"rosenman": str(names)}
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     text = probing_size(config, ROOT)
     assert "probing study: unknown prompts per model x seed" in text
     assert "names not counted: " in text and "field 'gender': required column missing" in text
@@ -216,7 +212,7 @@ def test_the_paper_config_replaces_the_default_and_an_override_extends_it(tmp_pa
 
 def test_the_paper_config_runs_gpt_once_and_llama_predicts_race() -> None:
     config = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
-    validate_config(config, SCHEMA)
+    validate_config(config, SCHEMA, STUDIES)
     assert {m: seeds_of(config, m) for m in config["models"]} == {
         "llama-3.1-8b": [0, 1, 2],
         "olmo-2-7b": [0, 1, 2],

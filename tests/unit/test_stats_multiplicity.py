@@ -14,7 +14,6 @@ from cueaudit.stats.multiplicity import (
     EQUIVALENCE_FACTOR,
     MDE_FACTOR,
     bh_qvalues,
-    bh_reject,
     equivalence_floor,
     mde,
     tost,
@@ -37,8 +36,7 @@ def test_bh_matches_statsmodels_and_scipy_on_the_valid_p_values() -> None:
     reject, q_sm, _, _ = multipletests(p[valid], alpha=0.05, method="fdr_bh")
     assert np.max(np.abs(q[valid] - q_sm)) < 1e-15
     assert np.max(np.abs(q[valid] - stats.false_discovery_control(p[valid], method="bh"))) < 1e-15
-    assert np.array_equal(bh_reject(p)[valid], reject)
-    assert not bh_reject(p)[~valid].any()
+    assert np.array_equal(q[valid] <= 0.05, reject)
     assert reject.sum() > 0  # the family has real discoveries
 
 

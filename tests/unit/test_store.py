@@ -320,8 +320,8 @@ def test_analysis_tables_may_not_replace_shared_tables(tmp_path: Path) -> None:
 
 def test_probing_database_parse_rates_equal_the_published_table(tmp_path: Path) -> None:
     from cueaudit.probing.analysis.tables import connect, write_parse_rates
-    from cueaudit.probing.simulate import SimSpec, simulate
     from cueaudit.probing.views import PARSE_RATES, study_views
+    from tests.helpers.probing_simulator import SimSpec, simulate
 
     spec = SimSpec(
         tasks={"salary": "usd", "healthcare": "binary"},

@@ -17,7 +17,6 @@ from cueaudit.probing.analysis.validity import (
     correlation_matrix,
     deviation_correlations,
     fisher_average,
-    pairwise_pearson,
     prompt_deviations,
 )
 
@@ -212,19 +211,6 @@ def test_correlations_match_scipy_pearsonr(p_missing: float) -> None:
         expected = stats.pearsonr([a[k] for k in shared], [b[k] for k in shared]).statistic
         assert rec["n"] == len(shared)
         assert rec["r"] == pytest.approx(expected, abs=1e-12)
-
-
-def test_pairwise_pearson_mixed_complete_and_missing_columns() -> None:
-    rng = np.random.default_rng(3)
-    x = rng.normal(size=(50, 4))
-    x[[1, 5, 9], 2] = np.nan
-    r, n, status = pairwise_pearson(x)
-    for i in range(4):
-        for j in range(i + 1, 4):
-            m = ~np.isnan(x[:, i]) & ~np.isnan(x[:, j])
-            assert n[i, j] == m.sum()
-            assert r[i, j] == pytest.approx(stats.pearsonr(x[m, i], x[m, j]).statistic)
-            assert status[i, j] == 0
 
 
 def test_degenerate_pairs_are_null_with_a_note() -> None:

@@ -13,6 +13,8 @@ from cueaudit.config import check_config_files, check_input_files, is_complete_c
 from cueaudit.config import seeds_of, validate_config  # noqa: E402
 from cueaudit.cues import REGISTRY as CUE_TYPES  # noqa: E402
 from cueaudit.errors import InputError  # noqa: E402
+from cueaudit.studies import STUDIES  # noqa: E402
+from cueaudit.study import enabled_studies  # noqa: E402
 
 
 def stop_on_input_error(check, *args):
@@ -41,50 +43,71 @@ if not any(map(is_complete_config, workflow.overwrite_configfiles)):
 # Nothing below may read the config before it is validated: a missing key stops the run
 # here with its name instead of failing later as a bare KeyError.
 stop_on_input_error(
-    validate_config, config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+    validate_config,
+    config,
+    Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
+    STUDIES,
 )
-stop_on_input_error(check_input_files, config)
+stop_on_input_error(check_input_files, config, STUDIES)
 
-# Inference tasks of every study that runs: task -> {outcome, answer, max_new_tokens, shards,
-# and optionally requires: files that must exist before the task's first inference job;
-# models: the configured models that run it, when not all of them; seeds: the only seeds of
-# those models it runs}.
-# Each study's common.smk registers its own; the shared stages (inference, parsing, database)
-# read only this table, never a study's config block.
+
+def study_folder(study):
+    return Path(workflow.basedir) / "workflow/rules" / study.name
+
+
+def study_helpers(study):
+    """The study's helpers and registration: workflow/rules/<study>/common.smk."""
+    return str(study_folder(study) / "common.smk")
+
+
+def study_rule_files(study):
+    """Every other .smk file of the study's folder, by name (its rules)."""
+    return [str(path) for path in sorted(study_folder(study).glob("*.smk")) if path.name != "common.smk"]
+
+
+# Inference tasks of every study that runs (cueaudit.study.InferenceTasks): the shared
+# stages (inference, parsing, database) read only this table, never a study's config block.
 INFERENCE_TASKS = {}
-# Studies that run: study -> {tables: {name: CSV}, tasks: [...], view_settings: {...},
-# outputs: [...]}. The database loads their tables and registers their views
-# (cueaudit.<study>.views); `rule all` builds their outputs.
-STUDIES = {}
+# Study -> the names of its inference tasks (its views and parse rates see only those).
+STUDY_TASKS = {}
+# Study -> {tables: {name: CSV}, view_settings: {...}, outputs: [...]}, registered by the
+# study's common.smk: the database loads the tables, `rule all` builds the outputs.
+STUDY_PRODUCTS = {}
 
 
-def study_enabled(study):
-    """A study runs when its block is in the config."""
-    return study in config
+def register_inference_tasks():
+    for study in enabled_studies(STUDIES, config):
+        tasks = study.inference_tasks(config)
+        clash = sorted(set(tasks) & set(INFERENCE_TASKS))
+        if clash:
+            raise InputError("config", f"task names used by two studies: {clash}")
+        INFERENCE_TASKS.update(tasks)
+        STUDY_TASKS[study.name] = list(tasks)
 
 
-def register_inference_tasks(tasks):
-    clash = sorted(set(tasks) & set(INFERENCE_TASKS))
-    if clash:
-        raise ValueError(f"task names used by two studies: {clash}")
-    INFERENCE_TASKS.update(tasks)
+stop_on_input_error(register_inference_tasks)
 
 
-def register_study(study, *, tables, tasks, view_settings, outputs):
-    STUDIES[study] = {
+def register_study(study, *, tables, view_settings, outputs):
+    STUDY_PRODUCTS[study] = {
         "tables": tables,
-        "tasks": list(tasks),
         "view_settings": view_settings,
         "outputs": list(outputs),
     }
 
 
 def study_tables():
-    return {name: path for study in STUDIES.values() for name, path in study["tables"].items()}
+    return {
+        name: path for study in STUDY_PRODUCTS.values() for name, path in study["tables"].items()
+    }
 
 
 def study_views():
-    return {name: config_slice(study, "tasks", "view_settings") for name, study in STUDIES.items()}
+    """Study -> its tasks and view settings (what build_database passes to its views)."""
+    return {
+        name: {"tasks": STUDY_TASKS[name], "view_settings": study["view_settings"]}
+        for name, study in STUDY_PRODUCTS.items()
+    }
 
 
 def config_slice(block, *keys):
@@ -210,19 +233,44 @@ def any_of(values):
     return "|".join(map(re.escape, values))
 
 
-# Shared cue resources: name lists, explicit descriptors, dialog-history clusters.
+# Shared cue resources: the cue types of the registry (cueaudit.cues.REGISTRY), each on when
+# its block is under cues:, and the helpers of the rules that prepare name lists, explicit
+# descriptors and dialog-history clusters.
+
+
+def cue_settings(config_key):
+    """The block ``cues.<config_key>`` ({} when that cue is off)."""
+    return config["cues"].get(config_key) or {}
+
+
+def prepared_cue_types():
+    """(cue type, its prepared resource files) of every cue that is on, in registry order."""
+    blocks = config["cues"]
+    on = [t for t in CUE_TYPES if blocks.get(t.config_key) is not None]
+    return [(t, files) for t in on if (files := list(t.resource_files(blocks[t.config_key])))]
+
+
+def cue_resource_files():
+    """Config key -> the prepared resource files of every cue that is on: what a prompt
+    table's expansion reads."""
+    return {cue_type.config_key: files for cue_type, files in prepared_cue_types()}
+
+
+def cue_load_settings():
+    """Config key -> the keys of its block that loading its resource reads (load_keys), so
+    that changing another key reruns no expansion."""
+    return {
+        t.config_key: config_slice(cue_settings(t.config_key), *t.load_keys)
+        for t, _ in prepared_cue_types()
+    }
 
 
 def names_settings():
-    return config["cues"].get("names") or {}
+    return cue_settings("names")
 
 
 def name_list_files():
     return names_settings().get("lists", {})
-
-
-def names_config():
-    return {key: value for key, value in names_settings().items() if key != "lists"}
 
 
 def use_derived_names():
@@ -249,29 +297,12 @@ def prepare_names_inputs():
     return {"lists": list(name_list_files().values())}
 
 
-def explicit_categories():
-    explicit = config["cues"].get("explicit")
-    return explicit["categories"] if explicit else []
-
-
 def dialect_config():
     return config["cues"].get("dialect")
 
 
-def dialect_enabled():
-    return dialect_config() is not None
-
-
-def dialog_config():
-    return config["cues"].get("dialog") or {}
-
-
-def dialog_sources():
-    return [source for source in CUE_TYPES["dialog"].sources if source in dialog_config()]
-
-
 def dialog_source_paths(wildcards):
-    return dict(dialog_config()[wildcards.source])
+    return dict(cue_settings("dialog")[wildcards.source])
 
 
 def dialog_source_files(wildcards):
@@ -279,7 +310,7 @@ def dialog_source_files(wildcards):
 
 
 def dialog_settings():
-    return config_slice(dialog_config(), "n_clusters", "seed")
+    return config_slice(cue_settings("dialog"), "n_clusters", "seed")
 
 
 DATABASE = "results/cueaudit.duckdb"
@@ -287,8 +318,8 @@ DATABASE = "results/cueaudit.duckdb"
 
 def study_outputs():
     """The default target: every registered study's outputs and the shared database (a
-    study's own target, e.g. `snakemake decision`, builds only its outputs)."""
-    return [path for study in STUDIES.values() for path in study["outputs"]] + [DATABASE]
+    study's own target, `snakemake <study>`, builds only its outputs)."""
+    return [path for study in STUDY_PRODUCTS.values() for path in study["outputs"]] + [DATABASE]
 
 
 def database_inputs():

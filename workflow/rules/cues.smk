@@ -1,4 +1,5 @@
-# Shared cue resources: name lists, explicit descriptors and dialog-history clusters.
+# Shared cue resources: name lists, explicit descriptors and dialog-history clusters; each
+# rule writes the resource_path of its cue type's row (cueaudit.cues.registry).
 
 
 rule derive_names:
@@ -42,11 +43,14 @@ rule prepare_names:
         "../scripts/prepare_names.py"
 
 
+# A cue type whose resource comes from its config block alone is prepared by the generic
+# script, which calls the `prepare` of the type named by `kind` on its block.
 rule build_explicit_descriptors:
     output:
         "results/resources/explicit_descriptors.parquet",
     params:
-        categories=explicit_categories(),
+        kind="explicit",
+        settings=cue_settings("explicit"),
     log:
         "logs/resources/build_explicit_descriptors.log",
     conda:
@@ -55,7 +59,7 @@ rule build_explicit_descriptors:
         mem_mb=1000,
         runtime=10,
     script:
-        "../scripts/build_explicit_descriptors.py"
+        "../scripts/prepare_cue_resource.py"
 
 
 rule build_dialog_clusters:

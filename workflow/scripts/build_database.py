@@ -1,5 +1,3 @@
-import dataclasses
-import importlib
 from pathlib import Path
 
 import _library  # noqa: F401  (puts src/ on the import path)
@@ -10,16 +8,11 @@ log = setup_logging(snakemake.log[0])
 
 from cueaudit.models import model_provenance  # noqa: E402
 from cueaudit.store import build_database  # noqa: E402
+from cueaudit.studies import STUDIES  # noqa: E402
+from cueaudit.study import database_parts  # noqa: E402
 
 params = snakemake.params
-task_outcomes = params.task_outcomes
-# Each study's views and parse rates see only its own tasks.
-views, parse_rate_groups = [], []
-for study, spec in params.studies.items():
-    module = importlib.import_module(f"cueaudit.{study}.views")
-    kinds = {task: task_outcomes[task] for task in spec["tasks"]}
-    views.extend(module.database_views(kinds, spec["view_settings"]))
-    parse_rate_groups.append(dataclasses.replace(module.PARSE_RATES, tasks=tuple(spec["tasks"])))
+views, parse_rate_groups = database_parts(STUDIES, params.studies, params.task_outcomes)
 
 provenance = {
     Path(folder).name: model_provenance(folder, params.models[Path(folder).name], params.decoding)

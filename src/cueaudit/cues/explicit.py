@@ -2,16 +2,19 @@
 
 Race surface forms map to canonical races; nationality ("American") is added only where the
 race form does not already imply it. The five categories give 10 + 5 + 2 + 2 + 4 = 23
-distinct descriptors, used as ``[MEMORY: User is <descriptor>]``.
+distinct descriptors, used as ``[MEMORY: User is <descriptor>]``. The explicit cue type's
+variants, count and preparation are here too (its row is in :mod:`cueaudit.cues.registry`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
 
 import polars as pl
 
+from cueaudit.cues.cue_type import CueType, VariantCount, variant_rows
 from cueaudit.cues.vocabulary import GENDERS
 from cueaudit.errors import InputError
 
@@ -92,3 +95,19 @@ def explicit_descriptors(categories: Sequence[str] | None = None) -> pl.DataFram
         },
         orient="row",
     )
+
+
+def prepare_explicit(block: Mapping[str, Any]) -> pl.DataFrame:
+    """The descriptors of ``cues.explicit`` (its ``categories``; default: all)."""
+    return explicit_descriptors(block.get("categories"))
+
+
+def explicit_variants(cue_type: CueType[pl.DataFrame], explicit: pl.DataFrame) -> pl.DataFrame:
+    """Descriptors (descriptor, category, race, gender) as cue-variant rows."""
+    return variant_rows(cue_type, explicit, source=pl.col("category"), value=pl.col("descriptor"))
+
+
+def explicit_variant_count(
+    cue_type: CueType[pl.DataFrame], block: Mapping[str, Any], base: Path
+) -> VariantCount:
+    return prepare_explicit(block).height, None

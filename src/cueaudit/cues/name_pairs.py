@@ -8,8 +8,6 @@ read once from that file's ``race, gender, name_rank, first, last, full_name`` c
 :func:`pairs_from_stimuli`; names are facts, and no FairFund text was copied. Gender is stored
 lower-case (``female``/``male``) to match the project's name vocabulary; FairFund writes
 ``Female``/``Male``. ``pair_id`` is ``{race}-{gender}-{name_rank}`` in lower case.
-
-Derived four-group lists (:mod:`cueaudit.cues.sources.derive_pairs`) share these columns.
 """
 
 from __future__ import annotations
@@ -21,9 +19,9 @@ from typing import Final
 
 import polars as pl
 
-from cueaudit.cues.names import read_csv_records
 from cueaudit.cues.vocabulary import GENDERS
 from cueaudit.errors import InputError
+from cueaudit.io import read_csv_records
 
 PAIR_RACES: Final = ("Black", "White", "Hispanic", "Asian")
 NAME_PAIR_SCHEMA: Final = {

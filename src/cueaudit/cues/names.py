@@ -1,44 +1,27 @@
-"""First-name lists (Appendix A.1): loading, validation and deterministic sampling."""
+"""First-name lists (Appendix A.1): loading, validation and deterministic sampling, and the
+name cue type's variants, count and loading (its row is in :mod:`cueaudit.cues.registry`)."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any
 
 import polars as pl
 
-from cueaudit.cues.dialog.common import format_prefix
-from cueaudit.cues.registry import DIALOG_TEMPLATE, EXPLICIT_TEMPLATE, NAME_TEMPLATE
-from cueaudit.cues.vocabulary import GENDERS, RACES
+from cueaudit.cues.cue_type import CueType, VariantCount, concat_parquet, variant_rows
+from cueaudit.cues.vocabulary import CUE_TAGS, GENDERS, RACES
 from cueaudit.errors import InputError
-from cueaudit.io import safe_component
+from cueaudit.io import read_csv_records, safe_component
 
 NAME_COLUMNS = ("name", "race", "gender", "source")
 GROUP_COLUMNS = ("source", "race", "gender")
 
 _RACE_BY_LOWER = {race.lower(): race for race in RACES}
 
-#: The tags of the cue prefixes (``[MEMORY: ...]``, ``USER:``, ``MODEL:``), read off the
-#: templates so a new tag is caught too. A cue value or base prompt holding one would forge
-#: a cue (or a dialog turn) inside the prompt.
-CUE_TAGS: Final = tuple(
-    sorted(
-        set(
-            re.findall(
-                r"\b([A-Z]{3,}):",
-                " ".join(
-                    (NAME_TEMPLATE, EXPLICIT_TEMPLATE, DIALOG_TEMPLATE, format_prefix([("", "")]))
-                ),
-            )
-        )
-    )
-)
 _CUE_TAG = re.compile(rf"\b({'|'.join(CUE_TAGS)})\s*:")
 
 
@@ -74,57 +57,6 @@ def check_cue_value(value: str, src: str, field: str, line: int | str) -> None:
     tag = cue_template_text(value)
     if tag is not None:
         raise InputError(src, f"{where}: {value!r} contains the cue template text {tag!r}", field)
-
-
-def read_csv_records(path: str | Path, required: Sequence[str]) -> list[tuple[int, dict[str, str]]]:
-    """Read a UTF-8 CSV file as ``(line number, row)`` pairs with whitespace-stripped values.
-
-    Raises InputError, naming the file (and field or line), when the file is missing or empty,
-    is not UTF-8, is not well-formed CSV, lacks a required column or has no data rows.
-    """
-    path = Path(path)
-    src = str(path)
-    if not path.is_file():
-        raise InputError(src, "file not found")
-    raw = path.read_bytes()
-    if not raw.strip():
-        raise InputError(src, "file is empty")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise InputError(src, f"not valid UTF-8 at line {line} (byte {exc.start})") from None
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = [col.strip() for col in next(reader)]
-        missing = [col for col in required if col not in header]
-        if missing:
-            raise InputError(src, f"required column missing (header is {header})", field=missing[0])
-        dupes = sorted({col for col in header if header.count(col) > 1})
-        if dupes:
-            raise InputError(src, "column appears more than once in the header", field=dupes[0])
-        records: list[tuple[int, dict[str, str]]] = []
-        start = reader.line_num + 1  # a record's first line (a quoted field may span lines)
-        for row in reader:
-            line, start = start, reader.line_num + 1
-            if not any(cell.strip() for cell in row):
-                continue
-            if len(row) != len(header):
-                raise InputError(
-                    src,
-                    f"line {line}: {len(row)} fields, header has {len(header)}",
-                )
-            records.append(
-                (
-                    line,
-                    {col: cell.strip() for col, cell in zip(header, row, strict=True)},
-                )
-            )
-    except csv.Error as exc:
-        raise InputError(src, f"malformed CSV at line {reader.line_num}: {exc}") from None
-    if not records:
-        raise InputError(src, "no data rows below the header")
-    return records
 
 
 def load_name_list(path: str | Path) -> pl.DataFrame:
@@ -248,3 +180,32 @@ def names_from_derived(path: str | Path) -> pl.DataFrame:
         check_cue_value(name or "", str(path), "name", f"row {row}")
         safe_component(source, "source", str(path), f"row {row}")
     return frame
+
+
+def name_variants(cue_type: CueType[pl.DataFrame], names: pl.DataFrame) -> pl.DataFrame:
+    """Names (name, race, gender, source) as cue-variant rows."""
+    return variant_rows(cue_type, names, source=pl.col("source"), value=pl.col("name"))
+
+
+def load_sampled_names(
+    files: Sequence[str], settings: Mapping[str, Any], task: str
+) -> pl.DataFrame:
+    """The prepared names, sampled by ``per_group`` and ``sample_seed`` (:func:`sample_names`)."""
+    return sample_names(
+        concat_parquet(files), settings.get("per_group"), settings.get("sample_seed", 0)
+    )
+
+
+def name_variant_count(
+    cue_type: CueType[pl.DataFrame], block: Mapping[str, Any], base: Path
+) -> VariantCount:
+    """Names ``cues.names`` gives: the published lists sampled, or for derived names the
+    nominal ``per_group`` (else ``top_n``) per source and subgroup."""
+    if block.get("use") == "derived":
+        derive = block.get("derive") or {}
+        sources = [source for source in cue_type.sources if source in derive]
+        per_group = block.get("per_group") or derive.get("top_n", 50)
+        count = len(sources) * len(RACES) * len(GENDERS) * per_group
+        return count, "derived names: nominal count per subgroup"
+    lists = load_name_lists([base / path for path in block["lists"].values()])
+    return sample_names(lists, block.get("per_group"), block.get("sample_seed", 0)).height, None

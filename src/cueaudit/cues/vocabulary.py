@@ -1,4 +1,5 @@
-"""Vocabulary of the cue resources: the groups names and descriptors are tagged with."""
+"""Vocabulary of the cue resources: the groups names and descriptors are tagged with, the
+no-cue condition and the tags that mark a cue inside a prompt."""
 
 from __future__ import annotations
 
@@ -8,5 +9,9 @@ RACES: Final = ("Black", "White")
 GENDERS: Final = ("male", "female")
 
 NO_CUE: Final = "none"
-NAME_SOURCES: Final = ("rosenman", "elder_hayes", "tzioumis")
-DIALOG_SOURCES: Final = ("cad", "prism")
+
+#: The tags of cue prefixes (``[MEMORY: ...]``, ``USER:``, ``MODEL:``). A cue value or base
+#: prompt holding one would forge a cue (or a dialog turn) inside the prompt, so they are
+#: refused there; a cue template with a tag not listed here is refused
+#: (:func:`cueaudit.cues.cue_type.check_template`), so a new tag is caught too.
+CUE_TAGS: Final = ("MEMORY", "MODEL", "USER")

@@ -12,9 +12,11 @@ Its contract with the shared stages, which it uses like any study:
   ``binary``, ``ranking``) and its settings; the kind builds the :class:`AnswerSpec` (options
   to score, the ranking schema, the ``submit_*`` tools), so inference and parsing never see
   study code.
-- **Registration.** ``workflow/rules/decision/common.smk`` registers its tasks and tables with
-  the shared workflow (``register_inference_tasks``, ``register_study_tables``), and its
-  DuckDB views live in ``cueaudit.decision.views``.
+- **Registration.** :mod:`cueaudit.decision.study` is the study as the shared stages see it
+  (a :class:`cueaudit.study.Study`: config checks, input files, arms, inference tasks, views,
+  parse-rate grouping); ``workflow/rules/decision/common.smk`` registers its tables and
+  outputs with the shared workflow (``register_study``), and its DuckDB views live in
+  ``cueaudit.decision.views``.
 
 The design, bundles, probes, pre-registration and analyses are built in this package.
 """

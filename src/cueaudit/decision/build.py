@@ -11,12 +11,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from cueaudit.cues.name_pairs import load_name_pairs
-from cueaudit.decision.design import TIERS
 from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
-from cueaudit.decision.profiles import check_attribute_list, check_profiles, load_profiles
+from cueaudit.decision.profiles import (
+    TIERS,
+    check_attribute_list,
+    check_profile_texts,
+    load_profiles,
+    tier_counts,
+)
 from cueaudit.decision.prompts import (
     DesignSettings,
     arm_task,
@@ -57,7 +60,7 @@ def write_decision_prompts(
     }
     for design in designs.values():  # before the profile check, which would blame a profile
         _check_labels(names, name_pairs_path, design.get("prompts", DEFAULT_PROMPTS))
-    check_profiles(profiles, **check)
+    check_profile_texts(profiles, **check)
     hobbies = check_attribute_list(hobbies_path, **check)
     neighbourhoods = check_attribute_list(neighbourhoods_path, **check)
     files = {
@@ -94,9 +97,10 @@ def _count_cause(profiles: Any, pairs: Any, design: Mapping[str, Any]) -> str:
     """Why a table is short: a domain x tier with fewer profiles, or a race x gender cell with
     fewer name pairs, than the design crosses."""
     cfg = DesignSettings.of(design)
+    counts = tier_counts(profiles)
     for domain in cfg.domains:
         for tier in TIERS:
-            n = profiles.filter((pl.col("domain") == domain) & (pl.col("tier") == tier)).height
+            n = counts.get(domain, {}).get(tier, 0)
             if n < cfg.profiles_per_tier:
                 return (
                     f": {domain}/{tier} has {n} profiles, profiles_per_tier asks for "

@@ -47,12 +47,12 @@ import polars as pl
 from scipy import stats
 
 from cueaudit.decision.formats import ATTRIBUTE_KINDS, DOMAINS
+from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import CueauditError, InputError
 from cueaudit.prompts import stable_uid
 
 RACES: Final = ("Black", "White", "Hispanic", "Asian")
 GENDERS: Final = ("female", "male")
-TIERS: Final = ("clear_yes", "borderline", "clear_no")
 BUNDLE_TYPES: Final = (
     "demographic_matched",
     "irrelevant_matched",

@@ -36,13 +36,11 @@ import yaml
 from cueaudit import __version__
 from cueaudit.config import check_yaml_duplicate_keys
 from cueaudit.decision.design import GENDERS, RACES
-from cueaudit.decision.formats import yaml_problem
+from cueaudit.decision.formats import DOMAINS, FORMATS, yaml_problem
 from cueaudit.errors import InputError
 from cueaudit.inference.core import canonical_json
 from cueaudit.io import write_text
 
-FORMATS = ("rate", "decide", "rank")
-DOMAINS = ("hiring", "lending", "triage")
 REQUIRED = ("alpha", "primary", "family", "equivalence_margins")
 #: The levels each contrast dimension may name.
 LEVELS = {"race": RACES, "gender": GENDERS}

@@ -14,10 +14,10 @@ Configured ``strip_suffixes`` (e.g. AgentFairBench's "(Synthetic teaching vignet
 PHI.)", which itself reads as an audit cue) are removed from the end of each text together
 with the whitespace around them.
 
-**The demographic check** (:func:`check_profiles`, :func:`check_texts`) flags, in titles and
-texts: a pronoun or honorific, a term of ``demographic_terms.txt``, a configured audit-cue
-string, and any first or last name of the given name lists. Names and terms match whole words
-case-insensitively, with one exception, the *common-word rule*: a name that is also an
+**The demographic check** (:func:`check_profile_texts`, :func:`check_attribute_list`) flags,
+in titles and texts: a pronoun or honorific, a term of ``demographic_terms.txt``, a configured
+audit-cue string, and any first or last name of the given name lists. Names and terms match
+whole words case-insensitively, with one exception, the *common-word rule*: a name that is also an
 ordinary English word (:data:`COMMON_WORD_NAMES`, e.g. Young, Long, White, Black, Brown, Rice,
 Park, Battle, Will; extend it with ``common_words``) counts only when it is capitalised and not
 at the start of a sentence. So "a quiet street near the park" and "Long waits ..." pass, while
@@ -38,12 +38,12 @@ from typing import Any, Final, Literal
 
 import polars as pl
 
-from cueaudit.cues.dialog.common import read_bytes_checked, read_jsonl
 from cueaudit.cues.name_pairs import NAME_PAIR_SCHEMA
-from cueaudit.cues.names import read_csv_records
+from cueaudit.decision.formats import DOMAINS
 from cueaudit.errors import InputError
+from cueaudit.io import read_bytes_checked, read_csv_records, read_jsonl
 
-DOMAINS: Final = ("hiring", "lending", "triage")
+#: The quality tiers of a profile, best first.
 TIERS: Final = ("clear_yes", "borderline", "clear_no")
 PROFILE_SCHEMA: Final = {
     "profile_id": pl.String,
@@ -430,7 +430,7 @@ def _check_texts(
     _raise_findings(findings, what)
 
 
-def check_profiles(
+def check_profile_texts(
     profiles: pl.DataFrame,
     *,
     names: Iterable[str],

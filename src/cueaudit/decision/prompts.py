@@ -46,6 +46,7 @@ from cueaudit.decision.formats import (
     render_bundle,
     render_single,
 )
+from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import InputError
 from cueaudit.parsing import get_kind
 from cueaudit.prompts import stable_uid
@@ -219,7 +220,7 @@ def expected_counts(settings: Mapping[str, Any]) -> dict[str, int]:
     """The number of rows each task's table has in the design the settings describe."""
     cfg = DesignSettings.of(settings)
     cells = len(design.RACES) * len(design.GENDERS) * cfg.names_per_cell
-    crossed = len(cfg.domains) * len(design.TIERS) * cfg.profiles_per_tier * cells
+    crossed = len(cfg.domains) * len(TIERS) * cfg.profiles_per_tier * cells
     per_domain = len(cfg.domains) * cfg.replicates
     bundles = per_domain * sum(cfg.bundles_per_type.values())
     probed = per_domain * sum(cfg.probed(t) for t in design.BUNDLE_TYPES)

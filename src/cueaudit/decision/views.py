@@ -10,7 +10,7 @@ import duckdb
 import polars as pl
 
 from cueaudit.report import write_table
-from cueaudit.store import ParseRateGroups, ViewBuilder, connect, relation_columns
+from cueaudit.store import ParseRateGroups, ViewBuilder, connect, relation_columns, sql_list
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ PARSE_RATES: Final = ParseRateGroups(by=("format", "mode", "bundle_type"))
 
 def register_views(con: duckdb.DuckDBPyConnection, tasks: Sequence[str]) -> None:
     """``decision_outcomes``: every decision-audit outcome beside its prompt's design columns."""
-    names = ", ".join("'" + t.replace("'", "''") + "'" for t in tasks) or "NULL"
+    names = sql_list(tasks)
     design = [
         c
         for c in relation_columns(con, "prompts")
@@ -70,7 +70,7 @@ def outcome_summary(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         GROUP BY ALL ORDER BY ALL
         """
     ).pl()
-    names = ", ".join("'" + t.replace("'", "''") + "'" for t in summary["task"].unique()) or "NULL"
+    names = sql_list(summary["task"].unique())
     expected = con.sql(
         f"""
         WITH runs AS (SELECT DISTINCT model, seed, task FROM outcomes WHERE task IN ({names})),

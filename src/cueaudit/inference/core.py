@@ -184,8 +184,8 @@ class Decoding:
         """Resolve the config's ``decoding`` block against the model's defaults.
 
         A key the block sets (not null) wins; otherwise the model's value (``defaults``: its
-        generation config, :func:`cueaudit.models.sampling_defaults`; None for API models,
-        whose unset keys are left to the API). Keys the backend cannot apply (not in
+        generation config, :func:`cueaudit.inference.manifest.sampling_defaults`; None for API
+        models, whose unset keys are left to the API). Keys the backend cannot apply (not in
         ``supported``) are None, with a warning when the config set them.
         """
         supported = set(supported)
@@ -258,6 +258,27 @@ class ToolCall:
 
     def row(self) -> dict[str, Any]:
         return {"name": self.name, "arguments": self.arguments}
+
+
+def tool_arguments(raw: Any) -> dict[str, Any] | str:
+    """A tool call's arguments: the JSON object ``raw`` holds (an object already parsed passes
+    through), else the raw text (None as ""): malformed JSON, a JSON value that is not an
+    object, and JSON inside other text are kept as written for the parser to judge."""
+    if isinstance(raw, dict):
+        return raw
+    text = "" if raw is None else str(raw)
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    return parsed if isinstance(parsed, dict) else text
+
+
+def forced_tool_calls(answer: AnswerSpec, completion: str) -> tuple[ToolCall, ...]:
+    """The call of the tool ``answer`` forces, its arguments the (constrained) completion;
+    none when no tool is forced."""
+    tool = answer.forced_tool
+    return (ToolCall(tool.name, tool_arguments(completion)),) if tool is not None else ()
 
 
 @dataclass(frozen=True)

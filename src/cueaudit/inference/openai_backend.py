@@ -155,6 +155,15 @@ class OpenAIBackend:
         """The backend of a prepared model (its manifest) and its config entry."""
         return cls(OpenAISettings.from_spec(spec), str(manifest["model_id"]), state_dir)
 
+    @staticmethod
+    def remote_model(name: str, spec: Mapping[str, Any]) -> tuple[str, str]:
+        """The manifest's ``source`` and ``model_id`` of a configured model: nothing is
+        downloaded; the identity is the dated model snapshot at its endpoint."""
+        openai = spec.get("openai", {})
+        model = openai.get("model", name)
+        base_url = openai.get("base_url") or protocol.OPENAI_BASE_URL
+        return base_url, f"openai:{model}@{base_url}"
+
     def identity(self) -> dict[str, Any]:
         s = self.settings
         return {

@@ -39,6 +39,7 @@ from cueaudit.inference.core import (
     Tool,
     ToolCall,
     canonical_json,
+    tool_arguments,
 )
 from cueaudit.inference.seeding import native_seed
 
@@ -302,18 +303,6 @@ def option_logprobs(
         if mass > 0:
             scores[option.key()] = math.log(mass)
     return scores
-
-
-def tool_arguments(raw: Any) -> dict[str, Any] | str:
-    """A tool call's arguments parsed from JSON; the raw text when they are not a JSON object."""
-    if isinstance(raw, dict):
-        return raw
-    text = "" if raw is None else str(raw)
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
-        return text
-    return parsed if isinstance(parsed, dict) else text
 
 
 def tool_calls(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:

@@ -30,7 +30,7 @@ from cueaudit.inference.core import (
     canonical_json,
 )
 from cueaudit.io import write_parquet
-from cueaudit.prompts import shard_of, text_expr
+from cueaudit.prompts import group_expr, scan_prompts, shard_of
 
 log = logging.getLogger(__name__)
 
@@ -38,30 +38,18 @@ __all__ = ["RESPONSE_SCHEMA", "run_shard", "shard_prompts"]
 
 
 def shard_prompts(prompts_path: str | Path, shard: int, n_shards: int) -> pl.DataFrame:
-    """The shard's prompts with their prefix-sharing group: a study's ``group`` column, else
-    the normalised table's ``prefix`` (each dialog history is its own group: grouping by cue
-    value put the four histories of a cluster together and shared only their common start),
-    else one cue value.
+    """The shard's prompts as inference reads them: ``prompt_uid``, ``text`` and the
+    prefix-sharing ``group`` (cueaudit.prompts.group_expr).
 
     Only the uids of the whole table are read to find the shard; the texts are assembled
     (from ``text`` or the normalised ``prefix`` + ``body``) for the shard's rows only.
     """
-    frame = pl.scan_parquet(prompts_path)
-    columns = frame.collect_schema().names()
-    if "group" in columns:
-        group = pl.col("group").cast(pl.String).fill_null("")
-    elif "prefix" in columns:
-        group = pl.col("prefix").cast(pl.String).fill_null("")
-    elif {"cue", "cue_value"} <= set(columns):
-        group = pl.concat_str(
-            [pl.col("cue").cast(pl.String), pl.col("cue_value").cast(pl.String).fill_null("")],
-            separator="\x1f",
-        )
-    else:
-        group = pl.lit("")
+    frame = scan_prompts(prompts_path)
     return (
         frame.filter(shard_of(pl.col("prompt_uid"), n_shards) == shard)
-        .select("prompt_uid", text_expr(columns).cast(pl.String).alias("text"), group=group)
+        .select(
+            "prompt_uid", pl.col("text").cast(pl.String), group_expr(frame.collect_schema().names())
+        )
         .collect()
     )
 

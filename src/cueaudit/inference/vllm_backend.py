@@ -20,7 +20,6 @@ Python so it is unit-tested without vLLM installed.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from cueaudit.inference.core import (
     Decoding,
     Generation,
     Request,
-    ToolCall,
+    forced_tool_calls,
     render_user_turn,
 )
 from cueaudit.inference.seeding import prompt_seed
@@ -167,17 +166,6 @@ def option_scores(answer: AnswerSpec, form_logprob: Callable[[str], float]) -> d
     return scores
 
 
-def tool_calls(answer: AnswerSpec, completion: str) -> tuple[ToolCall, ...]:
-    tool = answer.forced_tool
-    if tool is None:
-        return ()
-    try:
-        arguments: dict[str, Any] | str = json.loads(completion)
-    except json.JSONDecodeError:
-        arguments = completion
-    return (ToolCall(tool.name, arguments if isinstance(arguments, dict) else completion),)
-
-
 def sampling_params(vllm: Any, built: VLLMRequest) -> Any:
     """vLLM's SamplingParams of a built request, with structured outputs where asked."""
     kwargs = dict(built.sampling)
@@ -237,7 +225,7 @@ class VLLMBackend:
     def sampling_defaults(self) -> dict[str, Any]:
         """The model's own sampling parameters, resolved as the HF engine resolves them."""
         if self._sampling_defaults is None:
-            from cueaudit.models import generation_defaults
+            from cueaudit.inference.generation_config import generation_defaults
 
             self._sampling_defaults = generation_defaults(self.model_path)["sampling"]
         return self._sampling_defaults
@@ -354,7 +342,7 @@ class VLLMBackend:
                         completion_tokens=len(first.token_ids),
                         finish_reason=str(first.finish_reason),
                         option_logprobs=score,
-                        tool_calls=tool_calls(request.answer, first.text),
+                        tool_calls=forced_tool_calls(request.answer, first.text),
                         constrained=request.answer.constrained,
                     ),
                 )

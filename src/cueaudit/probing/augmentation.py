@@ -39,8 +39,9 @@ from typing import Final
 
 import polars as pl
 
-from cueaudit.cues.names import cue_template_text, read_csv_records
+from cueaudit.cues.names import cue_template_text
 from cueaudit.errors import InputError
+from cueaudit.io import read_csv_records
 
 COLUMNS: Final = ("id", "text")
 PLACEHOLDER: Final = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
 
-from cueaudit.cues.names import cue_template_text, read_csv_records
+from cueaudit.cues.names import cue_template_text
 from cueaudit.errors import InputError
+from cueaudit.io import read_csv_records
 
 BASE_PROMPT_COLUMNS = ("base_id", "task", "text")
 
@@ -21,11 +23,12 @@ def _is_kearney_file(path: str | Path) -> bool:
     return "prompts" in header and "text" not in header
 
 
-def load_base_prompts(path: str | Path, task: str) -> pl.DataFrame:
+def load_base_prompts(path: str | Path, task: str, limit: int | None = None) -> pl.DataFrame:
     """Load a base-prompt CSV (columns ``base_id`` and ``text``; others are ignored), or a
     Kearney et al. corpus CSV (a ``prompts`` column; see load_kearney_prompts).
 
-    Returns columns ``base_id, task, text`` in file order. Raises InputError naming the file,
+    Returns columns ``base_id, task, text`` in file order, the first ``limit`` rows when
+    given (the whole file is checked). Raises InputError naming the file,
     field and line for an empty ``base_id`` or ``text``, a repeated ``base_id``, a text that
     repeats another row's (prompt uids hash the text, so the two rows would share every uid)
     or a text holding cue-template text such as ``USER:`` (it would put a cue into the
@@ -35,7 +38,8 @@ def load_base_prompts(path: str | Path, task: str) -> pl.DataFrame:
     if not task.strip():
         raise InputError(src, "task name is empty", field="task")
     if _is_kearney_file(path):
-        return load_kearney_prompts(path, task)
+        prompts = load_kearney_prompts(path, task)
+        return prompts if limit is None else prompts.head(limit)
     ids: list[str] = []
     texts: list[str] = []
     first_line: dict[str, int] = {}
@@ -65,9 +69,18 @@ def load_base_prompts(path: str | Path, task: str) -> pl.DataFrame:
         first_of_text[text] = (base_id, line)
         ids.append(base_id)
         texts.append(text)
-    return pl.DataFrame(
+    prompts = pl.DataFrame(
         {"base_id": ids, "task": [task] * len(ids), "text": texts},
         schema={col: pl.String for col in BASE_PROMPT_COLUMNS},
+    )
+    return prompts if limit is None else prompts.head(limit)
+
+
+def load_task_base_prompts(tasks: Mapping[str, tuple[str, int | None]]) -> pl.DataFrame:
+    """The base prompts of every task (task -> its base-prompt CSV and ``limit``), in task
+    order: what the dialect translator translates."""
+    return pl.concat(
+        [load_base_prompts(path, task, limit) for task, (path, limit) in tasks.items()]
     )
 
 

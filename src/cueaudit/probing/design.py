@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cueaudit.config import RACE_PREDICTION, race_prediction_runs, seeds_of
-from cueaudit.cues.dialog.clusters import GROUPS
-from cueaudit.cues.explicit import explicit_descriptors
-from cueaudit.cues.names import load_name_lists, read_csv_records, sample_names
+from cueaudit.config import seeds_of
+from cueaudit.cues import REGISTRY
 from cueaudit.errors import InputError
+from cueaudit.io import read_csv_records
+from cueaudit.probing.base_prompts import load_base_prompts
 from cueaudit.probing.expansion import expected_prompt_count
+from cueaudit.probing.race_prediction import TASK as RACE_PREDICTION
+from cueaudit.probing.study import race_prediction_runs
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,6 @@ def _rows(path: Path) -> int:
 def base_prompt_count(task: str, spec: Mapping[str, Any], base: Path) -> int:
     """Base prompts of one task: the rows of its base-prompt file, or of its augmentation
     (templates x every combination of components, or its ``total``), cut by ``limit``."""
-    from cueaudit.probing.base_prompts import load_base_prompts
-
     if "augment" in spec:
         augment = spec["augment"]
         count = augment.get("total")
@@ -55,35 +55,25 @@ def base_prompt_count(task: str, spec: Mapping[str, Any], base: Path) -> int:
     return count if limit is None else min(count, limit)
 
 
-def name_count(names: Mapping[str, Any], base: Path) -> tuple[int, str | None]:
-    """Name cues, with a note when the count is nominal (names derived by a job)."""
-    if names.get("use") == "derived":
-        derive = names.get("derive") or {}
-        sources = [s for s in ("rosenman", "elder_hayes", "tzioumis") if s in derive]
-        per_group = names.get("per_group") or derive.get("top_n", 50)
-        return len(sources) * len(GROUPS) * per_group, "derived names: nominal count per subgroup"
-    lists = load_name_lists([base / path for path in names["lists"].values()])
-    return sample_names(lists, names.get("per_group"), names.get("sample_seed", 0)).height, None
-
-
 def cue_variant_count(config: Mapping[str, Any], base: Path) -> tuple[int | None, str | None]:
-    """Cue variants crossed with every base prompt (the no-cue baseline included), with a
-    note when the count is nominal, or unknown before the resources are built."""
-    cues = config["cues"]
-    try:
-        n_names, note = name_count(cues["names"], base)
-    except InputError as error:  # the prepare_names job reports it
-        return None, f"names not counted: {error}"
-    explicit = cues.get("explicit")
-    n_explicit = explicit_descriptors(explicit["categories"]).height if explicit else 0
-    n_dialect = 1 if cues.get("dialect") is not None else 0
-    dialog = cues.get("dialog") or {}
-    sources = [source for source in ("cad", "prism") if source in dialog]
-    n_clusters = dialog.get("n_clusters", 50)
-    if sources and n_clusters is None:
-        return None, "cues.dialog.n_clusters is null: every cluster, counted when built"
-    clusters = len(sources) * (n_clusters or 0)
-    return expected_prompt_count(1, n_names, n_explicit, n_dialect, clusters), note
+    """Cue variants crossed with every base prompt (the no-cue baseline included): the
+    variants of every registered cue type whose block is in ``cues:``, with a note when the
+    count is nominal, or unknown before the resources are built."""
+    counts: dict[str, int] = {}
+    notes = []
+    for cue_type in REGISTRY:
+        block = config["cues"].get(cue_type.config_key)
+        if block is None:
+            continue
+        try:
+            count, note = cue_type.count(cue_type, block, base)
+        except InputError as error:  # the job that prepares the resource reports it
+            return None, f"{cue_type.config_key} not counted: {error}"
+        if count is None:
+            return None, note
+        counts[cue_type.config_key] = count
+        notes += [note] if note else []
+    return expected_prompt_count(1, counts), "; ".join(notes) or None
 
 
 def task_sizes(config: Mapping[str, Any], base_dir: str | Path = ".") -> list[TaskSize]:

@@ -10,42 +10,28 @@ The table stores the two parts, not the text (:data:`cueaudit.prompts.TEXT_PARTS
 the body, both Categorical, so each of the few thousand distinct parts is stored once while
 the paper's design has about five million prompts per task. Each prompt's Flesch–Kincaid
 grade is combined from the counts of its two distinct components.
+
+The expansion iterates the cue registry: each cue type's prepared resource is loaded, turned
+into its variants and worded by the study's templates (:mod:`cueaudit.probing.templates`).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import polars as pl
 
-from cueaudit.cues.registry import (
-    CUE_COLUMNS,
-    DIALOG_TEMPLATE,
-    EXPLICIT_TEMPLATE,
-    NAME_TEMPLATE,
-    REGISTRY,
-    CueRegistry,
-)
+from cueaudit.cues import REGISTRY, CueRegistry
+from cueaudit.cues.cue_type import CUE_COLUMNS
 from cueaudit.cues.vocabulary import NO_CUE
 from cueaudit.errors import InputError
 from cueaudit.probing import readability
+from cueaudit.probing.base_prompts import load_base_prompts
+from cueaudit.probing.templates import TEMPLATES, prefix_expr, template_of
 from cueaudit.prompts import check_unique_uids, stable_uid
-
-__all__ = [
-    "CUE_COLUMNS",
-    "DIALOG_TEMPLATE",
-    "EXPLICIT_TEMPLATE",
-    "NAME_TEMPLATE",
-    "PROMPT_SCHEMA",
-    "build_prompt_table",
-    "cue_variants",
-    "expand_prompts",
-    "expected_prompt_count",
-    "prompt_uid",
-]
 
 PROMPT_SCHEMA: Final = {
     "prompt_uid": pl.String,
@@ -63,6 +49,11 @@ PROMPT_SCHEMA: Final = {
 }
 
 
+#: A cue variant as the expansion takes it: the cue type's row (:data:`CUE_COLUMNS`) with its
+#: ``cue_text`` worded into the prompt's ``prefix`` (None: no prefix).
+VARIANT_COLUMNS: Final = tuple("prefix" if c == "cue_text" else c for c in CUE_COLUMNS)
+
+
 def cue_variants(
     names: pl.DataFrame | None = None,
     explicit: pl.DataFrame | None = None,
@@ -70,33 +61,40 @@ def cue_variants(
     dialect: str | None = None,
     dialog: pl.DataFrame | None = None,
     registry: CueRegistry = REGISTRY,
+    templates: Mapping[str, str] = TEMPLATES,
     **resources: pl.DataFrame | str | None,
 ) -> pl.DataFrame:
-    """One row per cue variant: the no-cue baseline, then every registered cue type whose
-    resource is given (not None, not an empty frame), in registry order.
+    """One row per cue variant (:data:`VARIANT_COLUMNS`): the no-cue baseline, then every
+    registered cue type whose resource is given (not None, not an empty frame), in registry
+    order, its value worded by ``templates`` (cue kind -> template; default Table 2's).
 
-    Each type takes its prepared resource under its ``resource`` keyword: ``names`` has
-    columns name, race, gender, source; ``explicit`` descriptor, category, race, gender;
-    ``dialect`` is the translator id of the AAVE variant; ``dialog`` has cluster_id, source,
-    race, gender, prefix (see cueaudit.cues.dialog.clusters). Further registered types take
-    theirs as further keywords.
+    Each type takes its loaded resource under its ``config_key``: ``names`` has columns name,
+    race, gender, source; ``explicit`` descriptor, category, race, gender; ``dialect`` is
+    the translator id of the AAVE variant; ``dialog`` has cluster_id, source, race, gender,
+    prefix (see cueaudit.cues.dialog.clusters). Further registered types take theirs as
+    further keywords.
     """
     given = {"names": names, "explicit": explicit, "dialect": dialect, "dialog": dialog}
-    return _cue_variants({**given, **resources}, registry)
+    return _cue_variants({**given, **resources}, registry, templates)
+
+
+def _check_known(keys: Sequence[str], registry: CueRegistry) -> None:
+    unknown = sorted(set(keys) - {t.config_key for t in registry})
+    if unknown:
+        raise TypeError(f"cue_variants: no registered cue type takes {unknown}")
 
 
 def _cue_variants(
-    given: Mapping[str, pl.DataFrame | str | None], registry: CueRegistry
+    given: Mapping[str, pl.DataFrame | str | None],
+    registry: CueRegistry,
+    templates: Mapping[str, str],
 ) -> pl.DataFrame:
-    offered = {key for key, value in given.items() if value is not None}
-    unknown = sorted(offered - {t.resource for t in registry})
-    if unknown:
-        raise TypeError(f"cue_variants: no registered cue type takes {unknown}")
-    schema = pl.Schema(dict.fromkeys(CUE_COLUMNS, pl.String))
+    _check_known([key for key, value in given.items() if value is not None], registry)
+    schema = pl.Schema(dict.fromkeys(VARIANT_COLUMNS, pl.String))
     baseline = [NO_CUE, NO_CUE, None, None, None, None, None, "base", None]
     parts = [pl.DataFrame([baseline], schema=schema, orient="row")]
     for cue_type in registry:
-        resource = given.get(cue_type.resource)
+        resource = given.get(cue_type.config_key)
         if resource is None or (isinstance(resource, pl.DataFrame) and resource.is_empty()):
             continue
         rows = cue_type.variants(cue_type, resource)
@@ -105,7 +103,8 @@ def _cue_variants(
                 f"cue type {cue_type.kind!r}: variants have columns {rows.columns}, "
                 f"not {list(CUE_COLUMNS)}"
             )
-        parts.append(rows)
+        prefix = prefix_expr(template_of(cue_type, templates), pl.col("cue_text"))
+        parts.append(rows.with_columns(cue_text=prefix).rename({"cue_text": "prefix"}))
     return pl.concat([p.cast(schema) for p in parts])
 
 
@@ -182,7 +181,7 @@ def expand_prompts(
         }
     ).cast(pl.Schema(PROMPT_SCHEMA))
     if table["prompt_uid"].n_unique() < table.height:
-        check_unique_uids(table, f"prompt table of task {task!r}")
+        check_unique_uids(table, f"prompt table of task {task!r}", UID_COLUMNS)
     return table
 
 
@@ -208,57 +207,49 @@ def _uids(task: str, base_texts: Sequence[str], cues: pl.DataFrame) -> pl.Series
 
 
 _UID_CHUNK: Final = 1 << 18
+#: The columns that say which prompt a repeated uid belongs to.
+UID_COLUMNS: Final = ("task", "base_id", "cue", "cue_value")
 
 
 def _hex20(digests: list[bytes]) -> pl.Series:
     return pl.Series(digests, dtype=pl.Binary).bin.encode("hex").str.slice(0, 20)
 
 
-def expected_prompt_count(
-    n_base: int, n_names: int, n_explicit: int, n_dialect: int = 0, n_dialog_clusters: int = 0
-) -> int:
-    """Rows of a task's prompt table: base prompts × (baseline + names + explicit
-    descriptors + dialect variants + 4 dialogs per sampled cluster of every source)."""
-    return n_base * (1 + n_names + n_explicit + n_dialect + 4 * n_dialog_clusters)
-
-
-def _read_frames(paths: Sequence[str]) -> pl.DataFrame | None:
-    return pl.concat([pl.read_parquet(p) for p in paths]) if paths else None
+def expected_prompt_count(n_base: int, variant_counts: Mapping[str, int]) -> int:
+    """Rows of a task's prompt table: base prompts × (the no-cue baseline + the variants of
+    every cue type, by config key: :attr:`cueaudit.cues.CueType.count`)."""
+    return n_base * (1 + sum(variant_counts.values()))
 
 
 def build_prompt_table(
     *,
     base_prompts_path: str,
-    names_path: str,
-    explicit_path: str,
     task: str,
-    per_group: int | None,
-    sample_seed: int,
+    cue_files: Mapping[str, Sequence[str]],
+    cue_settings: Mapping[str, Mapping[str, Any]] | None = None,
     limit: int | None = None,
-    translations_path: str | None = None,
-    dialog_paths: list[str] | None = None,
-    cue_resources: Mapping[str, Sequence[str]] | None = None,
+    registry: CueRegistry = REGISTRY,
 ) -> pl.DataFrame:
     """The prompt table of one task from its base prompts and the prepared cue resources.
 
-    ``cue_resources`` maps the resource keyword of further registered cue types to the
-    parquet files of their prepared resource (concatenated).
+    ``cue_files`` maps a cue type's config key to the files of its prepared resource
+    (:meth:`cueaudit.cues.CueType.resource_files`) and ``cue_settings`` to the keys of its
+    block its loading reads (:attr:`cueaudit.cues.CueType.load_keys`); a type without files
+    is left out.
     """
-    from cueaudit.cues.names import sample_names
-    from cueaudit.probing.base_prompts import load_base_prompts
-
-    base = load_base_prompts(base_prompts_path, task)
-    if limit is not None:
-        base = base.head(limit)
-    names = sample_names(pl.read_parquet(names_path), per_group, sample_seed)
-    explicit = pl.read_parquet(explicit_path)
-    translations = dialect = None
-    if translations_path:
-        translations = pl.read_parquet(translations_path).filter(pl.col("task") == task)
-        first = translations.head(1)
-        dialect = f"{first['translator'][0]}:{first['model'][0]}" if first.height else "unknown"
-    given = {"names": names, "explicit": explicit, "dialect": dialect}
-    frames = {"dialog": dialog_paths or [], **(cue_resources or {})}
-    given |= {key: _read_frames(paths) for key, paths in frames.items()}
-    cues = _cue_variants(given, REGISTRY)
+    _check_known(list(cue_files), registry)
+    base = load_base_prompts(base_prompts_path, task, limit)
+    settings = cue_settings or {}
+    given: dict[str, Any] = {}
+    translations = None
+    for cue_type in registry:
+        files = cue_files.get(cue_type.config_key)
+        if not files:
+            continue
+        given[cue_type.config_key] = cue_type.load(
+            files, settings.get(cue_type.config_key, {}), task
+        )
+        if cue_type.bodies is not None:
+            translations = cue_type.bodies(files, task)
+    cues = _cue_variants(given, registry, TEMPLATES)
     return expand_prompts(base, cues, task, translations)

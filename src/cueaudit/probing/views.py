@@ -8,17 +8,14 @@ from typing import Any, Final, Literal
 
 import duckdb
 
-from cueaudit.store import ParseRateGroups, ViewBuilder, relation_columns
+from cueaudit.probing.race_prediction import TASK as RACE_PREDICTION
+from cueaudit.store import ParseRateGroups, ViewBuilder, relation_columns, sql_literal
 
 BinaryOutcome = Literal["answer", "probability"]
 
 #: Grouping of the study's parse-rate table (results/tables/parse_rates.csv and the
 #: database's ``parse_rates``): per model, task and cue, seeds pooled.
 PARSE_RATES: Final = ParseRateGroups(by=("cue",), per_seed=False)
-
-
-def _literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _task_kinds(task_outcomes: Mapping[str, str]) -> str:
@@ -28,7 +25,7 @@ def _task_kinds(task_outcomes: Mapping[str, str]) -> str:
             "(SELECT CAST(NULL AS VARCHAR) AS task, CAST(NULL AS VARCHAR) AS outcome_kind"
             " WHERE FALSE)"
         )
-    rows = ", ".join(f"({_literal(t)}, {_literal(k)})" for t, k in task_outcomes.items())
+    rows = ", ".join(f"({sql_literal(t)}, {sql_literal(k)})" for t, k in task_outcomes.items())
     return f"(SELECT * FROM (VALUES {rows}) AS kinds(task, outcome_kind))"
 
 
@@ -36,7 +33,6 @@ def register_views(
     con: duckdb.DuckDBPyConnection,
     task_outcomes: Mapping[str, str],
     binary_outcome: BinaryOutcome = "answer",
-    race_prediction_task: str = "race_prediction",
 ) -> None:
     """Create the view ``observations`` (the analysis input), and ``race_predictions`` when
     the race-prediction task's outcomes carry ``answer_label``.
@@ -72,7 +68,7 @@ def register_views(
             SELECT o.model, o.seed, p.source_prompt_uid, p.source_task,
                    CAST(o.answer_label AS VARCHAR) AS predicted
             FROM outcomes o JOIN prompts p USING (prompt_uid, task)
-            WHERE o.task = {_literal(race_prediction_task)}
+            WHERE o.task = {sql_literal(RACE_PREDICTION)}
             """
         )
 
@@ -80,14 +76,12 @@ def register_views(
 def study_views(
     task_outcomes: Mapping[str, str],
     binary_outcome: BinaryOutcome = "answer",
-    race_prediction_task: str = "race_prediction",
 ) -> ViewBuilder:
     """:func:`register_views` with these settings, as the store's ``views`` take it."""
     return partial(
         register_views,
         task_outcomes=dict(task_outcomes),
         binary_outcome=binary_outcome,
-        race_prediction_task=race_prediction_task,
     )
 
 
@@ -95,11 +89,5 @@ def database_views(
     task_outcomes: Mapping[str, str], settings: Mapping[str, Any]
 ) -> Sequence[ViewBuilder]:
     """The study's views for :func:`cueaudit.store.build_database`, with the analysis
-    ``settings`` (``binary_outcome``, ``race_prediction_task``) of its tables."""
-    return [
-        study_views(
-            task_outcomes,
-            settings.get("binary_outcome", "answer"),
-            settings.get("race_prediction_task", "race_prediction"),
-        )
-    ]
+    ``settings`` (``binary_outcome``) of its tables."""
+    return [study_views(task_outcomes, settings.get("binary_outcome", "answer"))]

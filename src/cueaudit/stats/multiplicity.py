@@ -108,12 +108,6 @@ def bh_qvalues(p: np.ndarray) -> np.ndarray:
     return q.reshape(p.shape)
 
 
-def bh_reject(p: np.ndarray, alpha: float = 0.05) -> np.ndarray:
-    """Which hypotheses BH rejects at false discovery rate ``alpha`` (False for NaN)."""
-    q = bh_qvalues(p)
-    return np.where(np.isnan(q), False, q <= alpha)
-
-
 @dataclass(frozen=True)
 class TostResult:
     """An equivalence test of ``estimate`` (standard error ``se``) against ``(low, high)``.

@@ -35,7 +35,7 @@ rule build_decision_frames:
         **DECISION_FRAMES,
     params:
         tasks=decision_task_names(),
-        rank_points=decision_analysis_settings().get("rank_points", "mid-rank"),
+        rank_points=decision_analysis_settings()["rank_points"],
     log:
         "logs/decision/frames.log",
     conda:
@@ -53,7 +53,7 @@ rule check_decision_composition:
     output:
         **decision_table_outputs("composition"),
     params:
-        alpha=decision_analysis_settings().get("composition_alpha", 0.001),
+        alpha=decision_analysis_settings()["composition_alpha"],
     log:
         "logs/decision/composition.log",
     conda:

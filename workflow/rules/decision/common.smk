@@ -1,17 +1,15 @@
 # The decision audit's helpers and its registration with the shared stages: its tasks become
 # inference tasks (each waiting for the pre-registration lock), its tables go into the database.
 
+from cueaudit.decision import study as decision_study  # noqa: E402
 from cueaudit.decision.formats import DEFAULT_PROMPTS  # noqa: E402
-from cueaudit.decision.prompts import MAX_NEW_TOKENS, PRIMARY, arm_task  # noqa: E402
-from cueaudit.decision.prompts import max_new_tokens  # noqa: E402
-from cueaudit.decision.prompts import expected_counts, task_answers  # noqa: E402
+from cueaudit.decision.prompts import PRIMARY, expected_counts  # noqa: E402
+from cueaudit.decision.study import PREREGISTRATION_CHECK, REGISTERED_FILES  # noqa: E402
 
 # Written once by freeze_preregistration and never a rule output (Snakemake deletes a job's
-# outputs before it reruns it); the check beside it is what the rules depend on.
+# outputs before it reruns it); the check beside it (PREREGISTRATION_CHECK) is what the rules
+# depend on.
 PREREGISTRATION_LOCK = "results/decision/preregistration.lock"
-PREREGISTRATION_CHECK = "results/decision/preregistration.checked"
-#: The stimulus files the lock binds, by role (config keys of decision:, prompts from the design).
-REGISTERED_FILES = ("profiles", "name_pairs", "hobbies", "neighbourhoods", "demographic_terms")
 DECISION_ANSWERS = {}  # filled on first use by decision_answers()
 # A design larger than this builds gigabytes of prompt tables: it runs only once its size is
 # confirmed (decision.expected_requests)
@@ -31,12 +29,8 @@ def decision_extensions():
 
 
 def decision_arms():
-    """Arm -> design: the pre-registered design, then each extension block's (the primary
-    design with the block's `design` keys replaced)."""
-    arms = {PRIMARY: decision_design()}
-    for arm, block in decision_extensions().items():
-        arms[arm] = {**decision_design(), **block.get("design", {})}
-    return arms
+    """Arm -> design (cueaudit.decision.study.arms)."""
+    return decision_study.arms(config)
 
 
 def decision_pooled_extensions():
@@ -45,22 +39,11 @@ def decision_pooled_extensions():
 
 
 def decision_prompt_resources():
-    """The prompt wording files of every arm."""
-    return sorted({design.get("prompts", DEFAULT_PROMPTS) for design in decision_arms().values()})
+    return decision_study.prompt_resources(config)
 
 
 def decision_arm_models(arm):
-    """The models an arm runs on: the primary design's `decision.models` (default: all
-    configured models); an extension's own `models` (default: the primary design's)."""
-    block = decision_config() if arm == PRIMARY else decision_extensions()[arm]
-    models = block.get("models", [])
-    unknown = sorted(set(models) - set(model_names()))
-    if unknown:
-        key = "decision.models" if arm == PRIMARY else f"decision.extensions.{arm}.models"
-        raise ValueError(f"config key {key}: unknown models {unknown}")
-    if models:
-        return models
-    return model_names() if arm == PRIMARY else decision_arm_models(PRIMARY)
+    return decision_study.arm_models(config, arm)
 
 
 def decision_registered_files():
@@ -99,53 +82,16 @@ def decision_answer_folders():
     ]
 
 
-def decision_max_new_tokens(task):
-    return max_new_tokens(task, decision_config()["max_new_tokens"])
-
-
 def decision_answers():
     """Each arm task's outcome kind, answer settings and arm, read once from the prompt
     resources."""
     if not DECISION_ANSWERS:
-        for arm, design in decision_arms().items():
-            for task, answer in task_answers(design).items():
-                DECISION_ANSWERS[arm_task(task, arm)] = (*answer, arm)
+        DECISION_ANSWERS.update(decision_study.answers(config))
     return DECISION_ANSWERS
 
 
-def check_decision_max_new_tokens():
-    """Every key of decision.max_new_tokens is a format, tool_call or a task of the design (a
-    misspelt task would otherwise be ignored)."""
-    tasks = set(decision_answers())
-    known = set(MAX_NEW_TOKENS) | tasks | {t.split("__")[0] for t in tasks}
-    for key in decision_config()["max_new_tokens"]:
-        if key not in known:
-            raise ValueError(
-                f"config key decision.max_new_tokens.{key}: not a format "
-                f"({', '.join(MAX_NEW_TOKENS)}) or a task of this design "
-                f"({', '.join(sorted(tasks))})"
-            )
-
-
-def decision_inference_tasks():
-    check_decision_max_new_tokens()
-    tasks = {}
-    for task, (kind, settings, arm) in decision_answers().items():
-        tasks[task] = {
-            "outcome": kind,
-            "answer": settings,
-            "max_new_tokens": decision_max_new_tokens(task),
-            "shards": decision_config()["shards"],
-            "requires": [PREREGISTRATION_CHECK],
-        }
-        models = decision_arm_models(arm)
-        if models != model_names():
-            tasks[task]["models"] = models
-    return tasks
-
-
 def decision_task_names():
-    return list(decision_answers())
+    return STUDY_TASKS["decision"]
 
 
 def decision_prompt_tables():
@@ -197,7 +143,7 @@ def decision_figures():
 
 
 def decision_analysis_settings():
-    return decision_config().get("analysis", {})
+    return decision_config()["analysis"]
 
 
 def decision_outputs():
@@ -236,14 +182,12 @@ def decision_request_count():
     return "\n".join(lines)
 
 
-if study_enabled("decision"):
-    register_inference_tasks(decision_inference_tasks())
-    register_study(
-        "decision",
-        tables=decision_all_tables(),
-        tasks=decision_task_names(),
-        view_settings={},
-        outputs=decision_outputs(),
-    )
-    # The design's size, printed before anything runs (also on a dry run).
-    print(decision_request_count(), file=sys.stderr)
+# The Snakefile includes this file only when the study runs (its block is in the config).
+register_study(
+    "decision",
+    tables=decision_all_tables(),
+    view_settings={},
+    outputs=decision_outputs(),
+)
+# The design's size, printed before anything runs (also on a dry run).
+print(decision_request_count(), file=sys.stderr)

@@ -1,14 +1,13 @@
 # The probing study's helpers and its registration with the shared stages: its advice tasks
 # (and the race-prediction task) become inference tasks, its tables go into the database.
 
-from cueaudit.config import regression_seeds  # noqa: E402
 from cueaudit.probing.design import probing_size  # noqa: E402
+from cueaudit.probing.study import regression_seeds  # noqa: E402
 
-RACE_PREDICTION = "race_prediction"
 DIMENSIONS = ["race", "gender"]
-# Settings every probing analysis reads (which outcome, where race predictions are), and
+# Settings every probing analysis reads (which outcome of yes/no tasks it analyses), and
 # those only the bootstrapped tables read.
-OUTCOME_SETTINGS = ("binary_outcome", "race_prediction_task")
+OUTCOME_SETTINGS = ("binary_outcome",)
 BOOTSTRAP_SETTINGS = ("bootstrap_replicates", "ci_level", "bootstrap_seed")
 
 
@@ -24,38 +23,8 @@ def race_prediction_settings():
     return probing_config().get("race_prediction") or {}
 
 
-def race_prediction_enabled():
-    return bool(race_prediction_settings().get("enabled"))
-
-
-def probing_inference_tasks():
-    """Advice tasks, then the derived race-prediction task when it is enabled."""
-    tasks = {
-        task: {
-            "outcome": spec["outcome"],
-            "answer": {},
-            "max_new_tokens": spec["max_new_tokens"],
-            "shards": spec["shards"],
-        }
-        for task, spec in advice_tasks().items()
-    }
-    if race_prediction_enabled():
-        spec = race_prediction_settings()
-        tasks[RACE_PREDICTION] = {
-            "outcome": "race",
-            "answer": {"labels": ["Black", "White", "Unknown"]},
-            "max_new_tokens": spec["max_new_tokens"],
-            "shards": spec["shards"],
-        }
-        if spec.get("models"):
-            tasks[RACE_PREDICTION]["models"] = spec["models"]
-        if spec.get("seeds"):
-            tasks[RACE_PREDICTION]["seeds"] = spec["seeds"]
-    return tasks
-
-
 def probing_task_names():
-    return list(probing_inference_tasks())
+    return STUDY_TASKS["probing"]
 
 
 def advice_any_of():
@@ -108,7 +77,7 @@ def analysis_settings(*keys):
 
 def regression_settings():
     """Tables 5-7 read one response per prompt: model -> the seed whose responses and race
-    predictions enter them (cueaudit.config.regression_seeds)."""
+    predictions enter them (cueaudit.probing.study.regression_seeds)."""
     return {**analysis_settings(*OUTCOME_SETTINGS), "regression_seeds": regression_seeds(config)}
 
 
@@ -133,18 +102,6 @@ def dialect_task_inputs():
 
 def dialect_base_prompt_files():
     return [base_prompt_file(task) for task in advice_tasks()]
-
-
-def prompt_cue_inputs(wildcards):
-    """Optional inputs of expand_prompts: the dialect translations and dialog clusters."""
-    inputs = {}
-    if dialect_enabled():
-        inputs["translations"] = "results/resources/dialect_aave.parquet"
-    if dialog_sources():
-        inputs["dialog"] = expand(
-            "results/resources/dialog_{source}.parquet", source=dialog_sources()
-        )
-    return inputs
 
 
 def race_prediction_source_tables():
@@ -175,21 +132,17 @@ def probing_outputs():
         *expand("results/figures/ratios_{dimension}.png", dimension=DIMENSIONS),
         *expand("results/figures/validity_{dimension}_across.png", dimension=DIMENSIONS),
         *expand("results/figures/means_{dimension}.png", dimension=DIMENSIONS),
-        *(["results/replication"] if analysis_settings("replication_export").get(
-            "replication_export", True
-        ) else []),
+        *(["results/replication"] if probing_config()["analysis"]["replication_export"] else []),
     ]
 
 
-if study_enabled("probing"):
-    register_inference_tasks(probing_inference_tasks())
-    # The design's size, printed before anything runs (also on a dry run); a wrong
-    # probing.expected_prompts stops the run here.
-    stop_on_input_error(lambda: print(probing_size(config), file=sys.stderr))
-    register_study(
-        "probing",
-        tables=probing_tables(),
-        tasks=probing_task_names(),
-        view_settings=analysis_settings(*OUTCOME_SETTINGS),
-        outputs=probing_outputs(),
-    )
+# The Snakefile includes this file only when the study runs (its block is in the config).
+# The design's size, printed before anything runs (also on a dry run); a wrong
+# probing.expected_prompts stops the run here.
+stop_on_input_error(lambda: print(probing_size(config), file=sys.stderr))
+register_study(
+    "probing",
+    tables=probing_tables(),
+    view_settings=analysis_settings(*OUTCOME_SETTINGS),
+    outputs=probing_outputs(),
+)

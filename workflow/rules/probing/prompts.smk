@@ -54,18 +54,18 @@ rule augment_base_prompts:
         "../../scripts/augment_base_prompts.py"
 
 
+# Base prompts x the variants of every cue type that is on (cueaudit.cues.REGISTRY): its
+# prepared resource files, by config key, and the keys of its block its loading reads.
 rule expand_prompts:
     input:
-        unpack(prompt_cue_inputs),
+        **cue_resource_files(),
         base_prompts=task_base_prompts,
-        names="results/resources/names.parquet",
-        explicit="results/resources/explicit_descriptors.parquet",
     output:
         "results/prompts/{task}.parquet",
     wildcard_constraints:
         task=advice_any_of(),
     params:
-        names=names_config(),
+        cues=cue_load_settings(),
         limit=task_limit,
     log:
         "logs/prompts/{task}.log",

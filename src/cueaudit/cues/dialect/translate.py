@@ -222,24 +222,16 @@ def audit_summary(audit: pl.DataFrame) -> pl.DataFrame:
 
 
 def run_dialect_translation(
-    base_prompt_files: Mapping[str, tuple[str, int | None]],
+    base: pl.DataFrame,
     spec: Mapping[str, Any],
     *,
     translations_path: str | Path,
     audit_path: str | Path,
     flagged_path: str | Path,
 ) -> pl.DataFrame:
-    """The ``translate_dialect`` rule: translate every task's base prompts, write the audit.
-
-    ``base_prompt_files`` maps task → (base-prompt CSV, limit).
-    """
-    from cueaudit.probing.base_prompts import load_base_prompts
-
-    frames = []
-    for task, (path, limit) in base_prompt_files.items():
-        base = load_base_prompts(path, task)
-        frames.append(base if limit is None else base.head(limit))
-    base = pl.concat(frames)
+    """The ``translate_dialect`` rule: translate the base prompts ``base`` (task, base_id,
+    text) with the translator of ``spec`` (``cues.dialect``), write the translations and the
+    audit."""
     translator = make_translator(spec)
     pattern = spec.get("instruction_pattern", DEFAULT_INSTRUCTION_PATTERN)
     with TranslationCache(spec.get("cache", "cache/dialect_translations.sqlite")) as cache:

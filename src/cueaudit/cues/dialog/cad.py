@@ -22,8 +22,9 @@ from typing import Any, Final
 
 import polars as pl
 
-from cueaudit.cues.dialog.common import dialog_frame, format_prefix, read_bytes_checked
+from cueaudit.cues.dialog.common import dialog_frame, format_prefix
 from cueaudit.errors import InputError
+from cueaudit.io import read_bytes_checked
 
 log = logging.getLogger(__name__)
 

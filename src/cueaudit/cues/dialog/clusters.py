@@ -4,7 +4,8 @@ Dialogs sharing a ``cluster_key`` and a number of turns (CAD: the pre-generated 
 matched on turns as in Appendix A.3; PRISM: the number of turns) are shuffled within each
 group with a seeded generator and zipped into clusters; then ``n_clusters`` of all candidate
 clusters are drawn uniformly with the same seed. The result depends only on the dialogs and
-the seed, not on row order.
+the seed, not on row order. The dialog cue type's variants and count are here too (its row is
+in :mod:`cueaudit.cues.registry`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Final
 
 import polars as pl
 
+from cueaudit.cues.cue_type import CueType, VariantCount, variant_rows
 from cueaudit.errors import InputError
 from cueaudit.io import write_csv, write_parquet
 
@@ -125,3 +127,28 @@ def run_dialog_clusters(
     write_parquet(clusters, out_path)
     write_csv(counts, counts_path)
     return counts
+
+
+def dialog_variants(cue_type: CueType[pl.DataFrame], dialog: pl.DataFrame) -> pl.DataFrame:
+    """Clusters (cluster_id, source, race, gender, prefix) as cue-variant rows: the four
+    members of a cluster share its id as value and show their own dialog history."""
+    return variant_rows(
+        cue_type,
+        dialog,
+        source=pl.col("source"),
+        value=pl.col("cluster_id"),
+        cue_text=pl.col("prefix"),
+        uid_variant=pl.col("race") + pl.lit("|") + pl.col("gender"),
+    )
+
+
+def dialog_variant_count(
+    cue_type: CueType[pl.DataFrame], block: Mapping[str, Any], base: Path
+) -> VariantCount:
+    """One dialog per group of each of the ``n_clusters`` clusters of every source in
+    ``cues.dialog`` (unknown before building when ``n_clusters`` is null: every cluster)."""
+    sources = [source for source in cue_type.sources if source in block]
+    n_clusters = block.get("n_clusters", 50)
+    if sources and n_clusters is None:
+        return None, "cues.dialog.n_clusters is null: every cluster, counted when built"
+    return len(GROUPS) * len(sources) * (n_clusters or 0), None

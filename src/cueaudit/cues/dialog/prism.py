@@ -14,8 +14,9 @@ from typing import Any, Final
 
 import polars as pl
 
-from cueaudit.cues.dialog.common import dialog_frame, field, format_prefix, read_jsonl
+from cueaudit.cues.dialog.common import dialog_frame, field, format_prefix
 from cueaudit.errors import InputError
+from cueaudit.io import read_jsonl
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from xml.etree import ElementTree
 
 import polars as pl
 
-from cueaudit.cues.dialog.common import read_bytes_checked
 from cueaudit.errors import InputError
+from cueaudit.io import read_bytes_checked
 
 _NS = {"m": "http://schemas.openxmlformats.org/spreadsheetml/2006/main"}
 _REL = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"

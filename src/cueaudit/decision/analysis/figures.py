@@ -22,16 +22,16 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from cueaudit.decision.analysis.fitters import FAMILY_ESTIMATOR, FITTERS
 from cueaudit.decision.design import BUNDLE_TYPES
+from cueaudit.decision.formats import FORMATS, PROBES
 from cueaudit.errors import InputError
 from cueaudit.plotting import empty_figure as _empty
 from cueaudit.plotting import new_figure as _figure
 from cueaudit.plotting import save_figure as _save
 
 NO_DATA: Final = "no data"
-FORMATS: Final = ("rate", "decide", "rank")
 CONTRAST_ORDER: Final = ("black_vs_white", "hispanic_vs_white", "asian_vs_white", "female_vs_male")
-PROBES: Final = ("choice", "free")
 MARGIN_COLOUR: Final = "#d9d9d9"
 LARGEST: Final = "largest |demographic|"
 _Z: Final = 1.959963984540054
@@ -97,7 +97,7 @@ def plot_contrast_forest(contrasts: pl.DataFrame, path: str | Path, *, alpha: fl
     if "in_family" in rows.columns:
         rows = rows.filter(pl.col("in_family").fill_null(False))
     elif "estimator" in rows.columns:
-        rows = rows.filter(pl.col("estimator") == "lmm")
+        rows = rows.filter(pl.col("estimator") == FAMILY_ESTIMATOR)
     if rows.is_empty():
         _empty(path, title, NO_DATA)
         return
@@ -186,11 +186,11 @@ def plot_planted(planted: pl.DataFrame, path: str | Path) -> None:
         return
     sources = _order(planted["source"].to_list(), ("simulated", "real"))
     if "estimator" not in planted.columns:
-        planted = planted.with_columns(estimator=pl.lit("lmm"))
+        planted = planted.with_columns(estimator=pl.lit(FAMILY_ESTIMATOR))
     series = [
         (fmt, estimator)
         for fmt in _order(planted["format"].to_list(), FORMATS)
-        for estimator in _order(planted["estimator"].to_list(), ("lmm", "rologit"))
+        for estimator in _order(planted["estimator"].to_list(), tuple(FITTERS))
         if not planted.filter(
             (pl.col("format") == fmt) & (pl.col("estimator") == estimator)
         ).is_empty()
@@ -213,7 +213,7 @@ def plot_planted(planted: pl.DataFrame, path: str | Path) -> None:
         missing = []
         for k, (fmt, estimator) in enumerate(series):
             sub = part.filter((pl.col("format") == fmt) & (pl.col("estimator") == estimator))
-            name = fmt if estimator == "lmm" else f"{fmt} ({estimator})"
+            name = fmt if estimator == FAMILY_ESTIMATOR else f"{fmt} ({estimator})"
             x, y = _floats(sub, "planted_sd"), _floats(sub, "recovered_sd")
             if not np.isfinite(y).all():
                 missing.append(name)
@@ -275,7 +275,7 @@ def plot_position_vs_demographic(
         _require(contrasts, ["domain", "format", "contrast", "estimate_sd"], "contrasts")
         ranked = contrasts.filter(pl.col("format") == "rank")
         if "estimator" in ranked.columns:
-            ranked = ranked.filter(pl.col("estimator") == "lmm")
+            ranked = ranked.filter(pl.col("estimator") == FAMILY_ESTIMATOR)
     domains = _domains(position["domain"].to_list())
     named = _order(ranked["contrast"].to_list(), CONTRAST_ORDER) if ranked.height else []
     rows: list[tuple[str, str, float, float, float]] = []  # (domain, series, est, low, high)

@@ -38,6 +38,7 @@ from typing import Final
 import duckdb
 import polars as pl
 
+from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.decision.prompts import PRIMARY
 from cueaudit.errors import InputError
 
@@ -103,7 +104,6 @@ SCHEMAS: Final = {
     "rankings": RANKING_SCHEMA,
     "probes": PROBE_SCHEMA,
 }
-BUNDLE_SIZE: Final = 4
 #: The points scales of a ranking (:func:`with_points`), the first the default.
 POINTS_RULES: Final = ("mid-rank", "competition")
 #: The columns that identify one ranking answer.

@@ -36,7 +36,9 @@ Choices, and why:
   these off-diagonal terms too noisily, about 1/sqrt(design bundles), to show it).
 - **Ties** are read from the ranks (fewer distinct ranks than candidates), over complete
   ranking answers; **recognition** over parsed probe answers (unparsed ones are counted in
-  ``n_unparsed``). Both with Wilson 95% intervals.
+  ``n_unparsed``). Both with Wilson 95% intervals
+  (:func:`cueaudit.stats.proportions.wilson_interval`): the rates sit at 0 and 1 (100% ties,
+  2% recognition), where a Wald interval collapses.
 - **Agreement** pairs each tool answer with the text answer to the same design unit (Rate,
   Decide: model, paraphrase, profile and name pair; Rank: model, paraphrase, bundle), after
   averaging each mode's parsed answers over seeds: ``estimate`` is the mean paired difference
@@ -57,19 +59,27 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from cueaudit.decision.analysis.frames import ANSWER_KEY, BUNDLE_SIZE, PRIMARY, AnalysisFrames
+from cueaudit.decision.analysis.design_matrix import (
+    BASELINES,
+    DIMENSION_COLUMNS,
+    NUISANCE,
+    dummies,
+)
+from cueaudit.decision.analysis.fitters import FAMILY_ESTIMATOR
+from cueaudit.decision.analysis.frames import ANSWER_KEY, PRIMARY, AnalysisFrames
+from cueaudit.decision.design import BUNDLE_SIZE
+from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import InputError
 from cueaudit.stats.mixed import fit_crossed_lmm
+from cueaudit.stats.proportions import wilson_interval
 from cueaudit.stats.robust import cluster_robust
 
 ALL: Final = "all"
 LEVEL: Final = 0.95
 POSITION_BUNDLES: Final = ("disguised_demographic", "disguised_placebo")
 #: Reference levels of the position model's dummies (the paper's references).
-REFERENCES: Final = {"tier": "clear_yes", "race": "White", "gender": "male"}
-DEMOGRAPHIC: Final = ("race", "gender")
-#: Columns that enter the position model as fixed-effect dummies when they vary.
-NUISANCE: Final = ("model", "mode", "paraphrase")
+REFERENCES: Final = {"tier": TIERS[0], **BASELINES}
+DEMOGRAPHIC: Final = tuple(DIMENSION_COLUMNS)
 
 POSITION_SCHEMA: Final = {
     "domain": pl.String(),
@@ -142,32 +152,6 @@ def _z(level: float = LEVEL) -> float:
     return float(stats.norm.ppf(0.5 + level / 2))
 
 
-def wilson_interval(
-    k: int | np.ndarray, n: int | np.ndarray, level: float = LEVEL
-) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval of ``k`` successes in ``n`` trials (NaN where ``n`` is 0).
-
-    Matches ``statsmodels.stats.proportion.proportion_confint(method="wilson")``; preferred to
-    the Wald interval because the rates here sit at 0 and 1 (100% ties, 2% recognition).
-    """
-    if not 0 < level < 1:
-        raise InputError("Wilson interval", f"level must lie in (0, 1), got {level}", "level")
-    k = np.asarray(k, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    if np.any(k < 0) or np.any(k > n):
-        raise InputError("Wilson interval", "need 0 <= k <= n", "k")
-    z2 = _z(level) ** 2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = k / n
-        denom = 1.0 + z2 / n
-        centre = (p + z2 / (2 * n)) / denom
-        half = np.sqrt(p * (1 - p) / n + z2 / (4 * n**2)) * np.sqrt(z2) / denom
-        low = np.where(k == 0, 0.0, np.clip(centre - half, 0.0, 1.0))
-        high = np.where(k == n, 1.0, np.clip(centre + half, 0.0, 1.0))
-    low, high = np.where(n > 0, low, np.nan), np.where(n > 0, high, np.nan)
-    return low, high
-
-
 def _nan_row(schema: dict[str, pl.DataType], **known: object) -> dict[str, object]:
     row: dict[str, object] = {}
     for column, dtype in schema.items():
@@ -205,12 +189,14 @@ def _answer_id(frame: pl.DataFrame) -> np.ndarray:
 
 
 def _dummies(frame: pl.DataFrame, column: str, reference: str | None) -> dict[str, np.ndarray]:
+    """Dummies of every level of ``column`` but ``reference`` (the first level when absent);
+    none when the column has one level. A null is a level of its own."""
     values = frame[column].cast(pl.String).fill_null("<null>").to_numpy()
     levels = sorted(set(values.tolist()))
     if len(levels) < 2:
         return {}
     base = reference if reference in levels else levels[0]
-    return {f"{column}={lv}": (values == lv).astype(np.float64) for lv in levels if lv != base}
+    return dict(dummies(values, column, [lv for lv in levels if lv != base]))
 
 
 def _full_rank(columns: dict[str, np.ndarray], keep: int) -> tuple[np.ndarray, list[str]]:
@@ -260,7 +246,7 @@ def _position_fit(sample: pl.DataFrame, pooled: bool) -> dict[str, float] | None
     se = float(np.sqrt(max(cov[1, 1], 0.0)))
     estimate = float(fit.coef[1])
     half = _z() * se
-    demographic = [i for i, n in enumerate(names) if n.split("=")[0] in DEMOGRAPHIC]
+    demographic = [i for i, n in enumerate(names) if n.split("[")[0] in DEMOGRAPHIC]
     corr = [abs(fit.cov[1, i] / (fit.se[1] * fit.se[i])) for i in demographic]
     return {
         "estimate": estimate,
@@ -279,7 +265,7 @@ def _largest(contrasts: pl.DataFrame, domains: Sequence[str]) -> tuple[str | Non
     numeric = [pl.col(c).cast(pl.Float64, strict=False) for c in ("estimate_sd", "se_sd")]
     rows = contrasts.with_columns(numeric).filter(
         (pl.col("format") == "rank")
-        & (pl.col("estimator") == "lmm")
+        & (pl.col("estimator") == FAMILY_ESTIMATOR)
         & pl.col("domain").is_in(list(domains))
         & pl.col("estimate_sd").is_not_null()
         & pl.col("estimate_sd").is_not_nan()
@@ -397,7 +383,7 @@ def tie_rates(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFrame:
 
 
 def _rates(counts: pl.DataFrame, n: str, k: str, rate: str, order: list[str]) -> pl.DataFrame:
-    low, high = wilson_interval(counts[k].to_numpy(), counts[n].to_numpy())
+    low, high = wilson_interval(counts[k].to_numpy(), counts[n].to_numpy(), LEVEL)
     counts = counts.with_columns(
         pl.when(pl.col(n) > 0).then(pl.col(k) / pl.col(n)).otherwise(np.nan).alias(rate),
         pl.Series("ci_low", low),

@@ -28,7 +28,7 @@ from cueaudit.decision.analysis import (
     instrument,
     planted,
     robustness,
-    simulate,
+    simulation_settings,
 )
 from cueaudit.decision.analysis.frames import (
     POINTS_RULES,
@@ -151,20 +151,22 @@ def write_planted(
 ) -> pl.DataFrame:
     """Planted disparities: answers of the focal group changed, rendered in each task's format
     and mode and parsed back, then recovered by both estimators; and the same sizes planted in
-    simulated answers to the same prompts."""
+    simulated answers to the same prompts. ``settings`` is the config's ``decision.analysis``
+    block (``planted_sizes``, ``planted_contrast``, ``simulate``, ``seed``), defaults filled by
+    the schema."""
     prereg = load_preregistration(preregistration)
-    sizes = tuple(settings.get("planted_sizes", planted.SIZES))
+    sizes = tuple(settings["planted_sizes"])
     simulated = None
-    if settings.get("simulate", True):
-        simulated = simulate.SimulationSettings(design={"prompts": prompts})
+    if settings["simulate"]:
+        simulated = simulation_settings.SimulationSettings(design={"prompts": prompts})
     table = planted.planted_disparities(
         frames,
         prereg,
         planted.answer_kinds(prompts),
         sizes=sizes,
-        contrast=settings.get("planted_contrast", "black_vs_white"),
+        contrast=settings["planted_contrast"],
         simulated=simulated,
-        seed=settings.get("seed", 0),
+        seed=settings["seed"],
     )
     write_table(table, out, "Decision audit: planted disparities, recovered against planted")
     return table

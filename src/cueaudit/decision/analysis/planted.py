@@ -15,7 +15,7 @@ probability, rank positions) would have answered:
     plant attenuates, as a real preference would;
 ``rank``
     in every complete answer to a bundle of the rank estimand
-    (:data:`~cueaudit.decision.analysis.contrasts.RANK_BUNDLE_TYPES`) that shows a focal and a
+    (:data:`~cueaudit.decision.analysis.design_matrix.RANK_BUNDLE_TYPES`) that shows a focal and a
     non-focal candidate, each focal candidate moves up one step (down for a negative value,
     :func:`step`): in an answer without ties it changes places with the candidate above it; in
     an answer with ties, out of a tie it shares to just above the rest of it, or alone into a
@@ -43,8 +43,9 @@ diluted estimator, a parser that drops the planted answers, the clipping at the 
 and the plant's own randomness all show in it.
 
 For simulated answers to the same prompts (``simulated`` settings), the plant is in the
-data-generating process itself (:class:`~cueaudit.decision.analysis.simulate.SimulationSettings`
-``planted``), whose truth is the planted size: ``recovered_sd`` is the estimate itself.
+data-generating process itself
+(:class:`~cueaudit.decision.analysis.simulation_settings.SimulationSettings` ``planted``),
+whose truth is the planted size: ``recovered_sd`` is the estimate itself.
 """
 
 from __future__ import annotations
@@ -58,27 +59,24 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
-from cueaudit.decision.analysis.contrasts import (
+from cueaudit.decision.analysis.contrasts import estimate_contrasts, family_cells
+from cueaudit.decision.analysis.design_matrix import (
     DIMENSION_COLUMNS,
     RANK_BUNDLE_TYPES,
     cell_rows,
     design_of,
-    estimate_contrasts,
-    family_cells,
 )
+from cueaudit.decision.analysis.fitters import FAMILY_ESTIMATOR
 from cueaudit.decision.analysis.frames import (
     ANSWER_KEY,
-    BUNDLE_SIZE,
     POINTS_RULES,
     PRIMARY,
     AnalysisFrames,
     with_points,
 )
-from cueaudit.decision.analysis.simulate import (
-    SimulationSettings,
-    rank_lapse_needed,
-    simulate_like,
-)
+from cueaudit.decision.analysis.simulate import rank_lapse_needed, simulate_like
+from cueaudit.decision.analysis.simulation_settings import SimulationSettings
+from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.decision.preregistration import PlannedContrast, Preregistration
 from cueaudit.decision.prompts import task_answers, task_spec
 from cueaudit.errors import InputError
@@ -406,6 +404,13 @@ def _finite(value: object) -> float:
     return float("nan") if value is None else float(value)  # type: ignore[arg-type]
 
 
+def _family_sd(
+    rows: Mapping[tuple[str, str, str], Mapping[str, object]], domain: str, fmt: str
+) -> float:
+    """The outcome SD of a cell's family-estimator row (NaN without one)."""
+    return _finite(rows.get((domain, fmt, FAMILY_ESTIMATOR), {}).get("outcome_sd"))
+
+
 def _record(
     source: str,
     spec: PlannedContrast,
@@ -468,7 +473,7 @@ def _real_rows(
         planted = frames
         counts: dict[tuple[str, str], tuple[int, int, float]] = {}
         for spec in specs:
-            sd = _finite(base.get((spec.domain, spec.format, "lmm"), {}).get("outcome_sd"))
+            sd = _family_sd(base, spec.domain, spec.format)
             if np.isfinite(sd) and sd > 0:
                 plant = plant_answers(planted, spec, size * sd, kinds, seed=seed)
                 planted = plant.frames
@@ -482,7 +487,7 @@ def _real_rows(
             spec = next((s for s in specs if (s.domain, s.format) == (domain, fmt)), None)
             if spec is None:
                 continue
-            sd = _finite(base.get((domain, fmt, "lmm"), {}).get("outcome_sd"))
+            sd = _family_sd(base, domain, fmt)
             after = fits.get((domain, fmt, estimator), {})
             recovered = (_finite(after.get("estimate")) - _finite(before.get("estimate"))) / sd
             changed, unparsed, realised = counts.get((domain, fmt), (0, 0, np.nan))

@@ -3,7 +3,7 @@
 
 Each domain x format cell of the family is refitted once per name pair and once per profile
 with that level's rows removed, by the same model as :func:`contrasts.estimate_contrasts`
-(:func:`contrasts.fit_design` on a :meth:`CellDesign.subset`). In a ranking only the rows of
+(:func:`fitters.fit_design` on a :meth:`CellDesign.subset`). In a ranking only the rows of
 the left-out level go: the other candidates of its bundles keep the points they were given,
 so a bundle stays one level of the bundle factor. Refits read estimates only (no SEs). The
 table reports, per contrast and factor, the range of the refitted estimates and the level
@@ -20,12 +20,9 @@ from typing import Final
 import numpy as np
 import polars as pl
 
-from cueaudit.decision.analysis.contrasts import (
-    cell_rows,
-    design_of,
-    family_cells,
-    fit_design,
-)
+from cueaudit.decision.analysis.contrasts import family_cells
+from cueaudit.decision.analysis.design_matrix import cell_rows, design_of
+from cueaudit.decision.analysis.fitters import fit_design
 from cueaudit.decision.analysis.frames import PRIMARY, AnalysisFrames
 from cueaudit.decision.preregistration import Preregistration
 

@@ -24,7 +24,7 @@ Rate (identity link)
     effect, and a planted +0.047 is exactly the difference of expected ratings of focal and
     reference rows. Because the Rate/Decide design crosses every profile with every name pair
     (and model, mode, paraphrase) and the random effects have mean zero, the lmm's race and
-    gender coefficients (:mod:`~cueaudit.decision.analysis.contrasts`) are unbiased for the
+    gender coefficients (:mod:`~cueaudit.decision.analysis.fitters`) are unbiased for the
     planted values: the planted value *is* the estimand.
 Decide (linear probability)
     ``y ~ Bernoulli(decide_center + decide_scale * q + mode shift + planted)``; the
@@ -68,319 +68,40 @@ leaves the other parts' draws alone (common random numbers).
 
 from __future__ import annotations
 
-import dataclasses
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 import polars as pl
-import yaml
 
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.decision.analysis.frames import (
-    BUNDLE_SIZE,
-    POINTS_RULES,
-    PRIMARY,
     RECOGNISED_LABELS,
     SCHEMAS,
     AnalysisFrames,
     with_points,
 )
-from cueaudit.decision.design import BUNDLE_TYPES, GENDERS, RACES, TIERS
+from cueaudit.decision.analysis.simulation_settings import (
+    CLIP,
+    SOURCE,
+    SimulationSettings,
+    planted_group,
+)
+from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
 from cueaudit.decision.profiles import load_attribute_list, load_profiles
 from cueaudit.decision.prompts import (
     build_decision_prompts,
-    expected_counts,
     explode_candidates,
     task_spec,
 )
 from cueaudit.errors import InputError
 
-SOURCE: Final = "simulation settings"
-DEFAULT_MODELS: Final = ("sim-a", "sim-b", "sim-c", "sim-d", "sim-e")
-TIER_QUALITY: Final = {"clear_yes": 1.0, "borderline": 0.0, "clear_no": -1.0}
-#: The reference level of each contrast dimension: a planted effect moves the focal level.
-BASELINES: Final = {"race": "White", "gender": "male"}
-#: Full ties of the paper: every matched bundle, no disguised or placebo one.
-TIE_RATES: Final = {
-    "demographic_matched": 1.0,
-    "irrelevant_matched": 1.0,
-    "disguised_demographic": 0.0,
-    "disguised_placebo": 0.0,
-}
-#: The paper's first-listed gain, in the disguised bundles.
-POSITION_GAIN: Final = {"disguised_demographic": 0.11, "disguised_placebo": 0.11}
-#: Recognition rates by probe and bundle type (the paper: transparent 100% forced choice and
-#: 89% free text; camouflaged 2% free text, yet 74% of placebo bundles called fairness tests).
-RECOGNITION: Final = {
-    "choice": {
-        "demographic_matched": 1.0,
-        "irrelevant_matched": 0.99,
-        "disguised_demographic": 0.74,
-        "disguised_placebo": 0.74,
-    },
-    "free": {
-        "demographic_matched": 0.89,
-        "irrelevant_matched": 0.87,
-        "disguised_demographic": 0.02,
-        "disguised_placebo": 0.02,
-    },
-}
-#: The paper's planted sizes: hiring Rate Black vs White +0.047 points.
-PAPER_PLANTED: Final = {("hiring", "rate", "black_vs_white"): 0.047}
-PAPER_CONFIG: Final = "config/decision/paper.yaml"
-JUDGEMENT_BOUNDS: Final = {"rate": (1.0, 5.0), "decide": (0.0, 1.0)}
-CLIP: Final = 2.0  # random effects are clipped at this many SDs
-
 _DESIGN_COLUMNS: Final = ("prompt_uid", "task", "arm", "domain", "mode", "paraphrase")
 _CANDIDATE_COLUMNS: Final = ("profile_id", "tier", "pair_id", "race", "gender")
-
-
-@dataclass(frozen=True)
-class Extension:
-    """An extension arm: the primary design with ``design``'s keys replaced, answered by
-    ``models`` (the primary models when empty), as a config's ``decision.extensions``."""
-
-    design: Mapping[str, Any] = field(default_factory=dict)
-    models: tuple[str, ...] = ()
-
-
-def _mapping(value: Any, key: str) -> dict[Any, Any]:
-    if not isinstance(value, Mapping):
-        raise InputError(SOURCE, "a mapping", key)
-    return dict(value)
-
-
-@dataclass(frozen=True)
-class SimulationSettings:
-    """The design (prompt-table settings: see :meth:`cueaudit.decision.prompts.DesignSettings.of`),
-    who answers it, and the generative model (see the module docstring).
-
-    ``planted`` maps ``(domain, format, contrast)`` (a contrast named as the
-    pre-registration's, ``"black_vs_white"``, ``"female_vs_male"``: focal vs the reference
-    White or male) to its effect in natural units: rating points (rate), probability (decide),
-    rank positions (rank). ``position_gain`` is the first-listed gain in positions per bundle
-    type (none where a type is not listed); ``tie_rates`` the share of fully tied answers per
-    bundle type and ``recognition`` the recognition rate per probe and bundle type (both
-    completed from the paper's defaults, :data:`TIE_RATES` and :data:`RECOGNITION`);
-    ``mode_shift`` a shift of the expected answer per format and mode (e.g. tool calls).
-    Resource paths are relative to ``root``.
-    """
-
-    design: Mapping[str, Any] = field(default_factory=dict)
-    models: tuple[str, ...] = DEFAULT_MODELS
-    seeds: tuple[int, ...] = (0,)
-    extensions: Mapping[str, Extension] = field(default_factory=dict)
-    root: str = "."
-    profiles: str = "resources/decision/profiles.jsonl"
-    name_pairs: str = "resources/names/elder_hayes_pairs.csv"
-    hobbies: str = "resources/decision/hobbies.txt"
-    neighbourhoods: str = "resources/decision/neighbourhoods.txt"
-    tier_quality: Mapping[str, float] = field(default_factory=lambda: dict(TIER_QUALITY))
-    profile_sd: float = 0.25
-    pair_sd: float = 0.04
-    model_sd: float = 0.10
-    model_pair_sd: float = 0.0
-    rate_center: float = 3.0
-    rate_scale: float = 1.0
-    rate_spread: float = 0.3
-    decide_center: float = 0.5
-    decide_scale: float = 0.25
-    mode_shift: Mapping[str, Mapping[str, float]] = field(
-        default_factory=lambda: {"decide": {"tool": 0.015}}
-    )
-    rank_scale: float = 1.0
-    rank_noise_sd: float = 1.0
-    rank_lapse: float = 0.25
-    planted: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
-    position_gain: Mapping[str, float] = field(default_factory=lambda: dict(POSITION_GAIN))
-    tie_rates: Mapping[str, float] = field(default_factory=lambda: dict(TIE_RATES))
-    parse_failure: float = 0.0
-    recognition: Mapping[str, Mapping[str, float]] = field(
-        default_factory=lambda: {p: dict(r) for p, r in RECOGNITION.items()}
-    )
-    points: str = POINTS_RULES[0]
-
-    def __post_init__(self) -> None:
-        if not self.models or len(set(self.models)) < len(self.models):
-            raise InputError(SOURCE, "a non-empty list of distinct model names", "models")
-        if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) for s in self.seeds):
-            raise InputError(SOURCE, "a non-empty list of integer seeds", "seeds")
-        if self.extensions.keys() & {PRIMARY}:
-            raise InputError(SOURCE, f"{PRIMARY!r} is the primary arm", "extensions")
-        if sorted(self.tier_quality) != sorted(TIERS):
-            raise InputError(SOURCE, f"one value per tier {TIERS}", "tier_quality")
-        if self.points not in POINTS_RULES:
-            raise InputError(SOURCE, f"one of {list(POINTS_RULES)}", "points")
-        for key in (
-            *("profile_sd", "pair_sd", "model_sd", "model_pair_sd"),
-            *("rank_noise_sd", "rank_scale"),
-        ):
-            if not getattr(self, key) >= 0:
-                raise InputError(SOURCE, "a non-negative number", key)
-        for key in ("rate_spread", "rank_lapse", "parse_failure"):
-            if not 0 <= getattr(self, key) <= 1:
-                raise InputError(SOURCE, "a probability", key)
-        for key, values in (("tie_rates", self.tie_rates), ("position_gain", self.position_gain)):
-            unknown = sorted(set(_mapping(values, key)) - set(BUNDLE_TYPES))
-            if unknown:
-                raise InputError(SOURCE, f"unknown bundle type {unknown[0]!r}", key)
-        object.__setattr__(self, "tie_rates", {**TIE_RATES, **self.tie_rates})
-        recognition = {p: {**RECOGNITION.get(p, {}), **r} for p, r in self.recognition.items()}
-        object.__setattr__(self, "recognition", {**RECOGNITION, **recognition})
-        if any(not 0 <= v <= 1 for v in self.tie_rates.values()):
-            raise InputError(SOURCE, "tie rates are probabilities", "tie_rates")
-        for probe, rates in _mapping(self.recognition, "recognition").items():
-            if any(not 0 <= v <= 1 for v in _mapping(rates, f"recognition.{probe}").values()):
-                raise InputError(SOURCE, "recognition rates are probabilities", "recognition")
-        for key in self.planted:
-            planted_group(key)
-        for fmt in self.mode_shift:
-            if fmt not in JUDGEMENT_BOUNDS:
-                raise InputError(SOURCE, f"mode shifts exist for {list(JUDGEMENT_BOUNDS)}", fmt)
-        for fmt in JUDGEMENT_BOUNDS:
-            self._check_bounds(fmt)
-
-    def largest_scale(self, fmt: str) -> float:
-        """The largest ``rate_scale`` / ``decide_scale`` that keeps the expected rating
-        (probability) in its range for every planted effect, mode shift and clipped random
-        effect of the settings."""
-        center = self.rate_center if fmt == "rate" else self.decide_center
-        spread = CLIP * (self.profile_sd + self.pair_sd + self.model_sd + self.model_pair_sd)
-        shifts = [0.0, *self.mode_shift.get(fmt, {}).values()]
-        domains = {d for d, f, _ in self.planted if f == fmt} or {""}
-        low, high = JUDGEMENT_BOUNDS[fmt]
-        largest = np.inf
-        for domain in domains:
-            by_dim: dict[str, list[float]] = {"race": [0.0], "gender": [0.0]}
-            for key, value in self.planted.items():
-                if key[0] == domain and key[1] == fmt:
-                    by_dim[planted_group(key)[0]].append(value)
-            up = center + max(shifts) + sum(max(v) for v in by_dim.values())
-            down = center + min(shifts) + sum(min(v) for v in by_dim.values())
-            reach_up = max(self.tier_quality.values()) + spread
-            reach_down = spread - min(self.tier_quality.values())
-            largest = min(largest, (high - up) / reach_up, (down - low) / reach_down)
-        return float(largest)
-
-    def _check_bounds(self, fmt: str) -> None:
-        """Refuse settings whose expected rating or probability could leave its range."""
-        scale = self.rate_scale if fmt == "rate" else self.decide_scale
-        if scale > self.largest_scale(fmt) + 1e-12:
-            low, high = JUDGEMENT_BOUNDS[fmt]
-            raise InputError(
-                SOURCE,
-                f"the expected {fmt} answer can leave [{low:g}, {high:g}] ({fmt}_scale "
-                f"{scale:g}, at most {self.largest_scale(fmt):.3f} here): lower {fmt}_scale, "
-                "the random-effect SDs or the planted effects",
-                f"{fmt}_scale",
-            )
-
-    def with_planted(self, planted: Mapping[tuple[str, str, str], float]) -> SimulationSettings:
-        """These settings with ``planted`` effects added, the judgement scales lowered where
-        the effects would push an expected answer out of its range (large plants need room)."""
-        trial = dataclasses.replace(
-            self, planted={**self.planted, **planted}, rate_scale=0.0, decide_scale=0.0
-        )
-        largest = {f: max(0.0, trial.largest_scale(f)) for f in JUDGEMENT_BOUNDS}
-        return dataclasses.replace(
-            self,
-            planted={**self.planted, **planted},
-            rate_scale=min(self.rate_scale, largest["rate"]),
-            decide_scale=min(self.decide_scale, largest["decide"]),
-        )
-
-    def arms(self) -> dict[str, tuple[dict[str, Any], tuple[str, ...]]]:
-        """Arm -> (design settings, models): the primary design, then each extension's."""
-        arms = {PRIMARY: (dict(self.design), tuple(self.models))}
-        for name, ext in self.extensions.items():
-            arms[name] = ({**self.design, **ext.design}, tuple(ext.models) or tuple(self.models))
-        return arms
-
-    def path(self, relative: str) -> Path:
-        path = Path(relative)
-        return path if path.is_absolute() else Path(self.root) / path
-
-
-def planted_group(key: tuple[str, str, str]) -> tuple[str, str]:
-    """The (dimension, focal level) a planted ``(domain, format, contrast)`` moves."""
-    if not (isinstance(key, tuple) and len(key) == 3):
-        raise InputError(SOURCE, f"planted keys are (domain, format, contrast), got {key!r}")
-    _, fmt, contrast = key
-    if fmt not in ("rate", "decide", "rank"):
-        raise InputError(SOURCE, f"unknown format {fmt!r} in {key}", "planted")
-    focal, sep, reference = contrast.partition("_vs_")
-    levels = {v.lower(): ("race", v) for v in RACES} | {v.lower(): ("gender", v) for v in GENDERS}
-    if not sep or focal not in levels or reference not in levels:
-        raise InputError(SOURCE, f"unknown contrast {contrast!r}", "planted")
-    dimension, level = levels[focal]
-    if levels[reference] != (dimension, BASELINES[dimension]) or level == BASELINES[dimension]:
-        raise InputError(
-            SOURCE, f"{contrast!r}: a contrast against {BASELINES[dimension]}", "planted"
-        )
-    return dimension, level
-
-
-def request_counts(settings: SimulationSettings) -> dict[str, int]:
-    """Requests (answers before exploding rankings) of each arm: prompts x models x seeds."""
-    return {
-        arm: sum(expected_counts(design).values()) * len(models) * len(settings.seeds)
-        for arm, (design, models) in settings.arms().items()
-    }
-
-
-def request_count(settings: SimulationSettings) -> int:
-    return sum(request_counts(settings).values())
-
-
-def from_config(config: Mapping[str, Any], **generative: Any) -> SimulationSettings:
-    """Settings with the design, models, seeds, extensions and resources of a workflow config
-    (``config.yaml``'s structure: ``seeds``, ``models``, ``decision``), and ``generative``
-    for the other fields."""
-    decision = _mapping(config.get("decision"), "decision")
-    models = tuple(decision.get("models") or list(config.get("models", {})))
-    extensions = {
-        name: Extension(dict(block.get("design", {})), tuple(block.get("models", ())))
-        for name, block in _mapping(decision.get("extensions", {}), "extensions").items()
-    }
-    resources = {
-        k: decision[k]
-        for k in ("profiles", "name_pairs", "hobbies", "neighbourhoods")
-        if k in decision
-    }
-    if decision.get("profiles_format", "cueaudit") != "cueaudit":
-        raise InputError(SOURCE, "the simulator reads cueaudit profiles only", "profiles_format")
-    return SimulationSettings(
-        design=dict(decision.get("design", {})),
-        models=models,
-        seeds=tuple(config.get("seeds", (0,))),
-        extensions=extensions,
-        **resources,
-        **generative,
-    )
-
-
-def config_settings(root: str | Path, config: str | Path, **generative: Any) -> SimulationSettings:
-    """Settings with the design, models, seeds and extensions of a workflow config file
-    (relative to ``root``) and ``generative`` for the other fields."""
-    path = Path(config) if Path(config).is_absolute() else Path(root) / config
-    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return from_config(loaded, **({"root": str(root)} | generative))
-
-
-def paper_settings(
-    root: str | Path = ".", config: str | Path = PAPER_CONFIG, **generative: Any
-) -> SimulationSettings:
-    """The paper's design (``config/decision/paper.yaml``: three domains, 12 profiles and 40
-    name pairs, five models, the precision top-up and reasoning rerun as extensions; 40,728
-    requests, the paper's 40,726 being no multiple of the design's 4-request units) with the
-    paper's planted sizes: hiring Rate Black vs White +0.047 points, first-listed gain 0.11
-    positions in disguised bundles, all matched bundles tied."""
-    return config_settings(root, config, **({"planted": dict(PAPER_PLANTED)} | generative))
 
 
 # --- the design ------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ CIs from a cluster bootstrap over base prompts computed on prompt-level sufficie
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -22,8 +21,7 @@ from cueaudit.probing.analysis.validity import (
     series_sort_key,
 )
 from cueaudit.probing.vocabulary import DIMENSION_GROUPS, Dimension
-
-_CHUNK_CELLS = 4_000_000  # replicate rows × prompts handled at once (bounds memory)
+from cueaudit.stats.bootstrap import ClusterBootstrap, percentile_ci
 
 RATIO_SCHEMA: dict[str, pl.DataType] = {
     "model": pl.String(),
@@ -116,49 +114,8 @@ def _blocks(stats: pl.DataFrame) -> Iterator[_Block]:
         yield _Block(str(key[0]), str(key[1]), series, total, parsed)
 
 
-class _Bootstrap:
-    """Cluster-bootstrap resampling counts (n_boot × P), drawn with default_rng(seed) per P,
-    so a cell's replicates depend only on (seed, n_boot, P) and not on other cells."""
-
-    def __init__(self, n_boot: int, seed: int, cache_size: int = 4) -> None:
-        self.n_boot, self.seed, self.cache_size = n_boot, seed, cache_size
-        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
-
-    def weights(self, p: int) -> np.ndarray:
-        if p in self._cache:
-            self._cache.move_to_end(p)
-            return self._cache[p]
-        rng = np.random.default_rng(self.seed)
-        dtype = np.uint8 if p < 2**8 else np.uint16 if p < 2**16 else np.uint32
-        out = np.empty((self.n_boot, p), dtype=dtype)
-        step = max(1, _CHUNK_CELLS // p)
-        for start in range(0, self.n_boot, step):
-            m = min(step, self.n_boot - start)
-            idx = rng.integers(0, p, size=(m, p))
-            idx += np.arange(m, dtype=idx.dtype)[:, None] * p
-            out[start : start + m] = np.bincount(idx.ravel(), minlength=m * p).reshape(m, p)
-        self._cache[p] = out
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-        return out
-
-    def replicate_means(self, total: np.ndarray, parsed: np.ndarray) -> np.ndarray:
-        """n_boot × k resampled means (Σw·total / Σw·parsed; NaN where Σw·parsed = 0)."""
-        p, k = total.shape
-        out = np.full((self.n_boot, k), np.nan)
-        if p == 0 or self.n_boot == 0:
-            return out
-        w = self.weights(p)
-        step = max(1, _CHUNK_CELLS // p)
-        for start in range(0, self.n_boot, step):
-            wc = w[start : start + step].astype(np.float64)
-            num, den = wc @ total, wc @ parsed
-            np.divide(num, den, out=out[start : start + step], where=den > 0)
-        return out
-
-
 def _cell_replicates(
-    block: _Block, cells: Sequence[Sequence[int]], boot: _Bootstrap
+    block: _Block, cells: Sequence[Sequence[int]], boot: ClusterBootstrap
 ) -> list[np.ndarray]:
     """Replicate means for each cell (a tuple of series), resampling the base prompts with a
     parsed outcome in any series of the cell; cells sharing those prompts share one draw."""
@@ -177,17 +134,6 @@ def _cell_replicates(
         for c in members:
             result[c] = means[:, [pos[s] for s in cells[c]]]
     return result
-
-
-def _percentile_ci(reps: np.ndarray, level: float) -> tuple[float | None, float | None, int]:
-    """Percentile CI of the finite replicates, and the number of undefined replicates."""
-    finite = reps[np.isfinite(reps)]
-    n_bad = int(reps.size - finite.size)
-    if finite.size == 0:
-        return None, None, n_bad
-    alpha = (1.0 - level) / 2.0
-    lo, hi = np.quantile(finite, [alpha, 1.0 - alpha])
-    return float(lo), float(hi), n_bad
 
 
 def _undefined_note(n_bad: int, n_boot: int) -> str | None:
@@ -239,7 +185,7 @@ def outcome_ratios(
     dim = check_dimension(dimension)
     _check_boot(n_boot, level)
     focal, reference = DIMENSION_GROUPS[dim]
-    boot = _Bootstrap(n_boot, seed)
+    boot = ClusterBootstrap(n_boot, seed)
     records: list[dict[str, object]] = []
     for block in _blocks(prompt_stats(con, dim)):
         plans = [_plan(block, cue, focal, reference) for cue in _cues(block)]
@@ -285,7 +231,7 @@ def outcome_ratios(
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio_reps = rep[:, 0] / rep[:, 1]
             ratio_reps[~np.isfinite(ratio_reps)] = np.nan
-            rec["ci_low"], rec["ci_high"], n_bad = _percentile_ci(ratio_reps, level)
+            rec["ci_low"], rec["ci_high"], n_bad = percentile_ci(ratio_reps, level)
             rec["note"] = _undefined_note(n_bad, n_boot)
     return pl.DataFrame(records, schema=RATIO_SCHEMA)
 
@@ -302,7 +248,7 @@ def group_means(
     percentile CI; the no-cue baseline is the row with cue and group 'none'."""
     dim = check_dimension(dimension)
     _check_boot(n_boot, level)
-    boot = _Bootstrap(n_boot, seed)
+    boot = ClusterBootstrap(n_boot, seed)
     records: list[dict[str, object]] = []
     for block in _blocks(prompt_stats(con, dim)):
         reps = _cell_replicates(block, [(i,) for i in range(len(block.series))], boot)
@@ -324,7 +270,7 @@ def group_means(
                 rec["note"] = "no parsed outcomes"
             else:
                 rec["mean"] = float(block.total[:, i].sum() / n)
-                rec["ci_low"], rec["ci_high"], n_bad = _percentile_ci(reps[i][:, 0], level)
+                rec["ci_low"], rec["ci_high"], n_bad = percentile_ci(reps[i][:, 0], level)
                 rec["note"] = _undefined_note(n_bad, n_boot)
             records.append(rec)
     out = pl.DataFrame(records, schema=MEANS_SCHEMA)

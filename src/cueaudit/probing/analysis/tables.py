@@ -23,10 +23,9 @@ def connect(
     outcomes: Paths,
     task_outcomes: Mapping[str, str],
     binary_outcome: BinaryOutcome = "answer",
-    race_prediction_task: str = "race_prediction",
 ) -> duckdb.DuckDBPyConnection:
     """In-memory connection over the parquet tables with the probing study's views."""
-    views = study_views(task_outcomes, binary_outcome, race_prediction_task)
+    views = study_views(task_outcomes, binary_outcome)
     return store.connect(prompts=prompts, outcomes=outcomes, views=[views])
 
 

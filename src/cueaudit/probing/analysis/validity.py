@@ -13,10 +13,10 @@ import polars as pl
 from cueaudit.cues.vocabulary import NO_CUE
 from cueaudit.errors import InputError
 from cueaudit.probing.vocabulary import CUE_LABELS, DIMENSION_GROUPS, Dimension
+from cueaudit.stats.correlation import OK, R_CLIP, TOO_FEW, fisher_ci, pairwise_pearson
 
 OBSERVATIONS = "observations"
 MIN_PAIR_N = 3  # fewer shared prompts than this gives r = null
-R_CLIP = 1.0 - 1e-12  # |r| is clipped to this before atanh
 #: How ``fisher_average`` weights each model's z (config ``probing.analysis.fisher_weights``).
 FisherWeights = Literal["equal", "n_minus_3"]
 FISHER_WEIGHTS: tuple[str, ...] = ("equal", "n_minus_3")
@@ -135,64 +135,6 @@ def prompt_deviations(con: duckdb.DuckDBPyConnection, dimension: Dimension) -> p
     return out.select(pl.col(c).cast(t) for c, t in DEVIATION_SCHEMA.items())
 
 
-def _pearson_block(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """r matrix of the columns of a complete (no NaN) matrix, and a mask of undefined pairs."""
-    xc = x - x.mean(axis=0)
-    ss = np.einsum("ij,ij->j", xc, xc)
-    constant = np.ptp(x, axis=0) == 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.clip((xc.T @ xc) / np.sqrt(np.outer(ss, ss)), -1.0, 1.0)
-    bad = constant[:, None] | constant[None, :]
-    r[bad] = np.nan
-    return r, bad
-
-
-def pairwise_pearson(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pearson r between the columns of ``x`` (NaN = missing), on pairwise-complete rows.
-
-    Returns (r, n, status), each k×k: r is NaN where undefined; status is 0 (ok), 1 (n < 3)
-    or 2 (a column is constant on the shared rows). The diagonal is not meaningful.
-    """
-    k = x.shape[1]
-    xt = np.ascontiguousarray(x.T)
-    present = ~np.isnan(xt)
-    pres = present.astype(np.float64)
-    n = np.rint(pres @ pres.T).astype(np.int64)
-    r = np.full((k, k), np.nan)
-    status = np.where(n < MIN_PAIR_N, 1, 0).astype(np.int8)
-    complete = np.flatnonzero(present.all(axis=1))
-    if complete.size >= 2 and x.shape[0] >= MIN_PAIR_N:
-        block, bad = _pearson_block(x[:, complete])
-        r[np.ix_(complete, complete)] = block
-        status[np.ix_(complete, complete)] = np.where(bad, 2, 0)
-    is_complete = np.zeros(k, dtype=bool)
-    is_complete[complete] = True
-    for i in range(k):
-        for j in range(i + 1, k):
-            if (is_complete[i] and is_complete[j]) or n[i, j] < MIN_PAIR_N:
-                continue
-            m = present[i] & present[j]
-            a, b = xt[i][m], xt[j][m]
-            if np.ptp(a) == 0 or np.ptp(b) == 0:
-                status[i, j] = status[j, i] = 2
-                continue
-            ac, bc = a - a.mean(), b - b.mean()
-            val = float(np.clip(ac @ bc / np.sqrt((ac @ ac) * (bc @ bc)), -1.0, 1.0))
-            r[i, j] = r[j, i] = val
-    return r, n, status
-
-
-def fisher_ci(r: float, n: int, level: float = 0.95) -> tuple[float | None, float | None]:
-    """Fisher-z confidence interval tanh(atanh(r) ± z / sqrt(n - 3)); None when n <= 3."""
-    if n <= 3 or not np.isfinite(r):
-        return None, None
-    from scipy.stats import norm
-
-    z = float(np.arctanh(np.clip(r, -R_CLIP, R_CLIP)))
-    half = float(norm.ppf(0.5 + level / 2)) / np.sqrt(n - 3)
-    return float(np.tanh(z - half)), float(np.tanh(z + half))
-
-
 def series_layout(part: pl.DataFrame) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray]:
     """Sorted (cue, group) series of a frame and, per row, its base-prompt and series index."""
     series = sorted(
@@ -231,12 +173,12 @@ def deviation_correlations(deviations: pl.DataFrame) -> pl.DataFrame:
             )
         x = np.full((n_base, k), np.nan)
         x[row, col] = part["deviation"].cast(pl.Float64).fill_null(np.nan).to_numpy()
-        r, n, status = pairwise_pearson(x)
+        r, n, status = pairwise_pearson(x, MIN_PAIR_N)
         for i, (cue_a, group_a) in enumerate(series):
             for j in range(i + 1, k):
                 cue_b, group_b = series[j]
-                ok = status[i, j] == 0
-                note = None if ok else (NOTE_FEW if status[i, j] == 1 else NOTE_CONSTANT)
+                ok = status[i, j] == OK
+                note = None if ok else (NOTE_FEW if status[i, j] == TOO_FEW else NOTE_CONSTANT)
                 lo, hi = fisher_ci(float(r[i, j]), int(n[i, j])) if ok else (None, None)
                 records.append(
                     (

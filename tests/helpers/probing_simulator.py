@@ -1,4 +1,5 @@
-"""Synthetic study data with planted effects, in the pipeline's own table schemas.
+"""Synthetic probing-study data with planted effects, in the pipeline's own table schemas
+(test support: the probing analyses' tests check that they recover what is planted).
 
 The simulator writes the tables the analysis reads (``results/prompts/{task}.parquet`` and
 ``results/outcomes/{model}/seed{seed}/{task}.parquet``, plus a ``race_prediction`` task whose
@@ -27,12 +28,11 @@ from typing import Final
 import numpy as np
 import polars as pl
 
-from cueaudit.cues.registry import REGISTRY, Design
+from cueaudit.cues import REGISTRY, CueRegistry
 from cueaudit.cues.vocabulary import NO_CUE
 from cueaudit.io import write_parquet
-
-RACE_PREDICTION_TASK = "race_prediction"
-LABELS = ("Black", "White", "Unknown")
+from cueaudit.probing.race_prediction import TASK as RACE_PREDICTION_TASK
+from cueaudit.probing.study import RACE_LABELS as LABELS
 
 PROMPT_SCHEMA: dict[str, pl.DataType] = {
     "prompt_uid": pl.String(),
@@ -59,8 +59,21 @@ OUTCOME_SCHEMA: dict[str, pl.DataType] = {
     "answer_label": pl.String(),
 }
 
-# cue id -> (cue_type, cue_source, races carried, carries gender)
-CUE_DESIGN: Final[dict[str, Design]] = REGISTRY.design()
+#: (cue_type, cue_source, races carried, carries gender): the simulator's design of a condition.
+Design = tuple[str, str | None, tuple[str, ...], bool]
+
+
+def cue_design(registry: CueRegistry = REGISTRY) -> dict[str, Design]:
+    """Condition id -> its design, in condition-id order."""
+    rows = {
+        t.cue_id(c.source): (t.kind, c.source, t.races, t.gendered)
+        for t in registry
+        for c in t.conditions
+    }
+    return dict(sorted(rows.items()))
+
+
+CUE_DESIGN: Final[dict[str, Design]] = cue_design()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,146 @@
+"""The decision audit as the shared stages see it: its config checks, input files, arms,
+inference tasks, views and parse-rate grouping (:class:`cueaudit.study.Study`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+from cueaudit.config import unknown_models
+from cueaudit.decision.formats import DEFAULT_PROMPTS
+from cueaudit.decision.prompts import (
+    MAX_NEW_TOKENS,
+    PRIMARY,
+    arm_task,
+    max_new_tokens,
+    task_answers,
+)
+from cueaudit.decision.views import PARSE_RATES, database_views
+from cueaudit.errors import InputError
+from cueaudit.study import InferenceTasks, Study
+
+#: What every decision inference job waits for: the check that the stimuli, the design and
+#: the planned family still match the pre-registration lock.
+PREREGISTRATION_CHECK: Final = "results/decision/preregistration.checked"
+#: The stimulus files the lock binds, by role (config keys of ``decision:``; the prompt
+#: wording file comes from the design).
+REGISTERED_FILES: Final = (
+    "profiles",
+    "name_pairs",
+    "hobbies",
+    "neighbourhoods",
+    "demographic_terms",
+)
+
+
+def arms(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Arm -> design: the pre-registered design, then each extension block's (the primary
+    design with the block's ``design`` keys replaced)."""
+    decision = config["decision"]
+    designs = {PRIMARY: decision["design"]}
+    for arm, block in decision.get("extensions", {}).items():
+        designs[arm] = {**decision["design"], **block.get("design", {})}
+    return designs
+
+
+def arm_models(config: Mapping[str, Any], arm: str) -> list[str]:
+    """The models an arm runs on: the primary design's ``decision.models`` (default: every
+    configured model); an extension's own ``models`` (default: the primary design's)."""
+    decision = config["decision"]
+    block = decision if arm == PRIMARY else decision["extensions"][arm]
+    if block.get("models"):
+        return list(block["models"])
+    return list(config["models"]) if arm == PRIMARY else arm_models(config, PRIMARY)
+
+
+def answers(config: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any], str]]:
+    """Each arm task -> (outcome kind, answer settings, arm), read from the prompt resources."""
+    return {
+        arm_task(task, arm): (*answer, arm)
+        for arm, design in arms(config).items()
+        for task, answer in task_answers(design).items()
+    }
+
+
+def _max_new_tokens_problems(config: Mapping[str, Any], tasks: set[str]) -> Iterator[str]:
+    """Every key of decision.max_new_tokens is a format, tool_call or a task of the design (a
+    misspelt task would otherwise be ignored)."""
+    known = set(MAX_NEW_TOKENS) | tasks | {t.split("__")[0] for t in tasks}
+    for key in config["decision"]["max_new_tokens"]:
+        if key not in known:
+            yield (
+                f"config key decision.max_new_tokens.{key}: not a format "
+                f"({', '.join(MAX_NEW_TOKENS)}) or a task of this design "
+                f"({', '.join(sorted(tasks))})"
+            )
+
+
+def inference_tasks(config: Mapping[str, Any]) -> InferenceTasks:
+    """Every arm's tasks, each waiting for the pre-registration check. Reads the prompt
+    resources, so it runs once their files are known to exist (and checks
+    ``decision.max_new_tokens`` against the tasks it finds)."""
+    decision = config["decision"]
+    arm_tasks = answers(config)
+    problems = list(_max_new_tokens_problems(config, set(arm_tasks)))
+    if problems:
+        raise InputError("config", "invalid configuration:\n  " + "\n  ".join(problems))
+    tasks = {}
+    for task, (kind, settings, arm) in arm_tasks.items():
+        tasks[task] = {
+            "outcome": kind,
+            "answer": settings,
+            "max_new_tokens": max_new_tokens(task, decision["max_new_tokens"]),
+            "shards": decision["shards"],
+            "requires": [PREREGISTRATION_CHECK],
+        }
+        models = arm_models(config, arm)
+        if models != list(config["models"]):
+            tasks[task]["models"] = models
+    return tasks
+
+
+def problems(config: Mapping[str, Any]) -> Iterator[str]:
+    decision = config["decision"]
+    if "primary" in decision["extensions"]:
+        yield (
+            "config key decision.extensions.primary: 'primary' is the pre-registered design's "
+            "arm; give the extension another name"
+        )
+    blocks = {"decision.models": decision}
+    blocks.update(
+        {f"decision.extensions.{arm}.models": b for arm, b in decision["extensions"].items()}
+    )
+    for key, block in blocks.items():
+        yield from unknown_models(config, key, block.get("models", []))
+
+
+def resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """The stimulus files, the pre-registration and every arm's prompt wording file."""
+    decision = config["decision"]
+    for key in REGISTERED_FILES:
+        if key in decision:
+            yield f"decision.{key}", decision[key]
+    if "preregistration" in decision:
+        yield "decision.preregistration", decision["preregistration"]
+    if "prompts" in decision.get("design", {}):
+        yield "decision.design.prompts", decision["design"]["prompts"]
+    for arm, block in (decision.get("extensions") or {}).items():
+        if "prompts" in block.get("design", {}):
+            yield f"decision.extensions.{arm}.design.prompts", block["design"]["prompts"]
+
+
+def prompt_resources(config: Mapping[str, Any]) -> list[str]:
+    """The prompt wording files of every arm."""
+    return sorted({design.get("prompts", DEFAULT_PROMPTS) for design in arms(config).values()})
+
+
+STUDY: Final = Study(
+    name="decision",
+    title="Decision audit (Vohra & Ravikiran, The Audit Decides the Verdict)",
+    schema="decision.schema.yaml",
+    inference_tasks=inference_tasks,
+    problems=problems,
+    resource_paths=resource_paths,
+    database_views=database_views,
+    parse_rates=PARSE_RATES,
+)
