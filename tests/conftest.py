@@ -226,6 +226,16 @@ def group_of(item: pytest.Item) -> str:
     return "unit_slow" if item.get_closest_marker("slow") is not None else "unit"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """``-n N`` (pytest-xdist) sends whole modules to its workers, each run in order, unless
+    ``--dist`` says otherwise: a module's tests share its module-scoped fixtures, some build on
+    the one before (tests/e2e/test_reruns.py), and the Slurm tests, which count the jobs they
+    submitted, all live in tests/e2e/test_slurm.py."""
+    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+        config.option.dist = "loadfile"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--group",
