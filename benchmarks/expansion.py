@@ -10,9 +10,11 @@ largest table is read through ``runner.shard_prompts``.
                                    [--before] [--keep DIR] [--out PATH] [--smoke]
 
 ``--base-prompts N`` caps every task at N base prompts. ``--before`` also runs the
-per-row implementation of commit 2abd3ec, the last before prompt tables were normalised
-(``git show 2abd3ec:src/cueaudit/probing/expansion.py``), on 1,000 base prompts of one
-task (``--before-base`` to change), the size issue 13 measured. The README's table is
+per-row implementation of commit 2abd3ec, the last before prompt tables were normalised,
+on 1,000 base prompts of one task (``--before-base`` to change), the size issue 13 measured:
+that commit's whole ``src/`` (``git archive``) expands inputs built by this checkout, so that
+the old expansion imports its own library, and this checkout expands the same inputs for the
+row beside it. The README's table is
 ``--race-prediction --before``. The results go to ``--out`` (``--json`` is the same; default
 benchmarks/results/expansion.json).
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -36,7 +39,9 @@ import numpy as np
 import polars as pl
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+#: The library a stage imports: this checkout's, or (the before row) an extracted old tree's.
+LIBRARY_ENV = "CUEAUDIT_BENCHMARK_SRC"
+sys.path.insert(0, os.environ.get(LIBRARY_ENV, str(ROOT / "src")))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from common import begin_results, default_out, footer, write_results  # noqa: E402
@@ -112,21 +117,11 @@ def paper_cues() -> pl.DataFrame:
     )
 
 
-def stage_expand(task: str, n_base: int, out: Path, module: str | None) -> dict[str, object]:
-    """Expand and write one task's prompt table (``module``: a file holding another
-    implementation of ``expand_prompts``, for the before row)."""
+def stage_expand(task: str, n_base: int, out: Path) -> dict[str, object]:
+    """Build one task's inputs, expand and write its prompt table."""
     from cueaudit.io import write_parquet
+    from cueaudit.probing.expansion import expand_prompts
 
-    if module is None:
-        from cueaudit.probing.expansion import expand_prompts
-    else:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("expansion_before", module)
-        assert spec is not None and spec.loader is not None
-        before = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(before)
-        expand_prompts = before.expand_prompts
     start = time.perf_counter()
     base = synthetic_base(task, n_base)
     cues = paper_cues()
@@ -135,10 +130,50 @@ def stage_expand(task: str, n_base: int, out: Path, module: str | None) -> dict[
     table = expand_prompts(base, cues, task, translations)
     expanded = time.perf_counter()
     write_parquet(table, out)
+    return _expansion_result(task, base, cues, table, out, start, inputs, expanded)
+
+
+def stage_inputs(task: str, n_base: int, folder: Path) -> dict[str, object]:
+    """Write one task's base prompts, cue variants and translations for ``stage_expand_inputs``."""
+    base = synthetic_base(task, n_base)
+    base.write_parquet(folder / "base.parquet")
+    paper_cues().write_parquet(folder / "cues.parquet")
+    synthetic_translations(base).write_parquet(folder / "translations.parquet")
+    return {"task": task, "base_prompts": n_base}
+
+
+def stage_expand_inputs(task: str, folder: Path, out: Path) -> dict[str, object]:
+    """Expand and write the inputs of ``stage_inputs`` with the library on ``sys.path``: the
+    before row runs this under an old commit's whole source tree, so that its expansion imports
+    its own library, and the same-size after row under this checkout's."""
+    from cueaudit.io import write_parquet
+    from cueaudit.probing.expansion import expand_prompts
+
+    start = time.perf_counter()
+    base = pl.read_parquet(folder / "base.parquet")
+    cues = pl.read_parquet(folder / "cues.parquet")
+    translations = pl.read_parquet(folder / "translations.parquet")
+    inputs = time.perf_counter()
+    table = expand_prompts(base, cues, task, translations)
+    expanded = time.perf_counter()
+    write_parquet(table, out)
+    return _expansion_result(task, base, cues, table, out, start, inputs, expanded)
+
+
+def _expansion_result(
+    task: str,
+    base: pl.DataFrame,
+    cues: pl.DataFrame,
+    table: pl.DataFrame,
+    out: Path,
+    start: float,
+    inputs: float,
+    expanded: float,
+) -> dict[str, object]:
     written = time.perf_counter()
     return {
         "task": task,
-        "base_prompts": n_base,
+        "base_prompts": base.height,
         "cue_variants": cues.height,
         "prompts": table.height,
         "inputs_s": inputs - start,
@@ -185,10 +220,18 @@ def stage_shards(path: Path, n_shards: int, reads: int) -> dict[str, object]:
     }
 
 
-def _child(*args: str) -> dict[str, object]:
-    """Run one stage in a fresh process; its JSON line is the result."""
+def _child(*args: str, library: Path | None = None) -> dict[str, object]:
+    """Run one stage in a fresh process (importing the library under ``library``, else this
+    checkout's); its JSON line is the result."""
+    env = dict(os.environ)
+    if library is not None:
+        env[LIBRARY_ENV] = str(library)
     done = subprocess.run(
-        [sys.executable, __file__, "--stage", *args], check=True, stdout=subprocess.PIPE, text=True
+        [sys.executable, __file__, "--stage", *args],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -223,8 +266,11 @@ def main() -> None:
     if args.stage:
         kind, *rest = args.stage
         if kind == "expand":
-            task, n, out, *module = rest
-            result = stage_expand(task, int(n), Path(out), module[0] if module else None)
+            result = stage_expand(rest[0], int(rest[1]), Path(rest[2]))
+        elif kind == "inputs":
+            result = stage_inputs(rest[0], int(rest[1]), Path(rest[2]))
+        elif kind == "expand_inputs":
+            result = stage_expand_inputs(rest[0], Path(rest[1]), Path(rest[2]))
         elif kind == "race_prediction":
             result = stage_race_prediction(Path(rest[0]), Path(rest[1]))
         else:
@@ -269,20 +315,24 @@ def main() -> None:
         )
         print(json.dumps(results["race_prediction"]), flush=True)
     if args.before:
-        old = subprocess.run(
-            ["git", "show", f"{BEFORE_COMMIT}:src/cueaudit/probing/expansion.py"],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-            text=True,
+        old_tree = root / f"commit-{BEFORE_COMMIT}"
+        old_tree.mkdir()
+        archive = subprocess.run(
+            ["git", "archive", BEFORE_COMMIT, "src"], cwd=ROOT, check=True, capture_output=True
         ).stdout
-        module = root / "expansion_before.py"
-        module.write_text(old)
+        subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
+        inputs = root / "before-inputs"
+        inputs.mkdir()
+        _child("inputs", "legal", str(args.before_base), str(inputs))
         results["before"] = _child(
-            "expand", "legal", str(args.before_base), str(root / "before.parquet"), str(module)
+            "expand_inputs",
+            "legal",
+            str(inputs),
+            str(root / "before.parquet"),
+            library=old_tree / "src",
         )
         results["after_same_size"] = _child(
-            "expand", "legal", str(args.before_base), str(root / "after.parquet")
+            "expand_inputs", "legal", str(inputs), str(root / "after.parquet")
         )
         print(json.dumps(results["before"]), json.dumps(results["after_same_size"]), flush=True)
     print(json.dumps(results, indent=1))

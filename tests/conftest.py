@@ -156,7 +156,7 @@ def slurm_down_fails_fast() -> Iterator[None]:
 @pytest.fixture(scope="module", autouse=True)
 def one_torch_thread() -> None:
     """Every test module starts with one torch thread (where torch is imported). With two,
-    the model tests ran no faster on a shared 2-core machine and 5 to 60 times slower
+    the model tests ran about as fast on a shared 2-core machine, and 6 to 60 times slower
     when another process held a core (the threads spin-wait for each other); with two
     pytest workers each needs a core of its own."""
     torch = sys.modules.get("torch")
@@ -191,12 +191,13 @@ def assert_join_keys_unique(con: Any) -> None:
         assert not repeated, f"{table}: repeated ({columns}): {repeated}"
 
 
-#: The groups of tests ``.ci/run`` times one by one (``pytest --group NAME``), in its order.
+#: The groups of tests ``.ci/run`` times one by one (``pytest --group=NAME``), in its order.
 #: Every test is in exactly one (:func:`group_of`).
 GROUPS: tuple[str, ...] = (
     "unit",
     "r_references",
     "unit_slow",
+    "under_load",
     "bad_inputs",
     "e2e",
     "slurm",
@@ -214,10 +215,14 @@ R_REFERENCE_MODULES = frozenset(
 
 
 def group_of(item: pytest.Item) -> str:
-    """The test's group: the runs on the Slurm cluster, else its folder under tests/, with the
+    """The test's group: the runs on the Slurm cluster; the fault-injection run, which loads
+    every core itself (``busy_cpu``) and so runs alone; else its folder under tests/, with the
     unit tests split into the R references, the slow ones and the rest."""
-    if "slurm" in getattr(item, "fixturenames", ()):
+    fixtures = getattr(item, "fixturenames", ())
+    if "slurm" in fixtures:
         return "slurm"
+    if "busy_cpu" in fixtures:
+        return "under_load"
     folder, *_, module = item.path.relative_to(ROOT / "tests").parts
     if folder != "unit":
         return folder
@@ -240,15 +245,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--group",
         choices=GROUPS,
-        help="run only this group of tests (.ci/run times each group)",
+        # with "=": pytest reads a bare "benchmarks" as the folder of that name, before this
+        # option exists
+        help="run only this group of tests, as --group=NAME (.ci/run times each group)",
     )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """End-to-end runs are slow too: ``pytest -m "not slow"`` is the fast tier."""
+    """End-to-end runs are slow too (``pytest -m "not slow"`` is the fast tier);
+    ``--group=NAME`` keeps the tests of that group only."""
     for item in items:
         if item.get_closest_marker("e2e") is not None:
             item.add_marker(pytest.mark.slow)
+    # a folder of tests with no group would never run in CI
+    unknown = {group_of(item) for item in items} - set(GROUPS)
+    if unknown:
+        raise pytest.UsageError(f"tests of no group in GROUPS (tests/conftest.py): {unknown}")
     group = config.getoption("group")
     if group is not None:
         deselected = [item for item in items if group_of(item) != group]

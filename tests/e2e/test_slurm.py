@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -32,6 +33,19 @@ SLURM_ARGS: tuple[str, ...] = (
     "--jobs",
     "4",
 )
+
+
+def run_here_and_on_slurm(
+    local: Path, cluster: Path, run_snakemake: SnakemakeRunner, *targets: str
+) -> subprocess.CompletedProcess[str]:
+    """The workflow in ``local`` and, at the same time, through the Slurm profile in
+    ``cluster``; the cluster run's result. The local run (a minute) fits in the cluster run's
+    waits between its status checks; it submits nothing to Slurm."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        here = pool.submit(run_snakemake, local, *targets)
+        on_slurm = run_snakemake(cluster, *targets, *SLURM_ARGS)
+        here.result()  # raises the local run's failure
+    return on_slurm
 
 
 def cluster_config() -> dict:
@@ -69,10 +83,9 @@ def test_slurm_run_matches_local_run(
     local, cluster = tmp_path / "local", tmp_path / "cluster"
     for workdir in (local, cluster):
         write_config(workdir, cluster_config())
-    run_snakemake(local)
 
     started = time.time()
-    result = run_snakemake(cluster, *SLURM_ARGS)
+    result = run_here_and_on_slurm(local, cluster, run_snakemake)
     log = result.stdout + result.stderr
     jobs = submitted_jobs(started)
     comments = " ".join(job["comment"] for job in jobs)
@@ -105,8 +118,7 @@ def test_the_decision_design_on_slurm_matches_the_local_run(
     local, cluster = tmp_path / "local", tmp_path / "cluster"
     for workdir in (local, cluster):
         write_config(workdir, config)
-    run_snakemake(local, "decision")
-    result = run_snakemake(cluster, "decision", *SLURM_ARGS)
+    result = run_here_and_on_slurm(local, cluster, run_snakemake, "decision")
     assert "steps (100%) done" in result.stdout + result.stderr
     for task in config["decision"]["design"]["tasks"]:
         path = f"results/outcomes/smollm2-135m/seed0/{task}.parquet"

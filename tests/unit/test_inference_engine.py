@@ -98,6 +98,9 @@ def assert_scores_match_direct(engine: HFEngine, request: Request, scores: dict)
         assert scores[option.key()] == pytest.approx(want, rel=1e-4)
 
 
+# slow: the fast tier checks batch-size invariance on 12 rows
+# (test_out_of_memory_backs_off_with_identical_outputs)
+@pytest.mark.slow
 def test_outputs_identical_at_batch_sizes_1_7_32(engine: HFEngine) -> None:
     reqs = requests()
     assert len(reqs) == 32
@@ -159,7 +162,9 @@ def test_yes_no_scores_are_the_old_first_step_probabilities(
         assert p_yes == pytest.approx(old_yes - p_y * (1 - p_es_after_y), rel=1e-5)
 
 
-@pytest.mark.parametrize("options", [LIKERT, RACE], ids=["likert", "race"])
+@pytest.mark.parametrize(
+    "options", [LIKERT, pytest.param(RACE, marks=pytest.mark.slow)], ids=["likert", "race"]
+)
 def test_option_scores_are_full_continuation_likelihoods(
     engine: HFEngine, options: tuple[Option, ...]
 ) -> None:
@@ -212,6 +217,8 @@ def test_shared_prefix_gives_the_full_forward_probabilities(engine: HFEngine) ->
     assert engine.stats.prefill_tokens < 0.6 * full_tokens
 
 
+# slow: the fast tier has shared prefixes in test_shared_prefix_gives_the_full_forward_probabilities
+@pytest.mark.slow
 def test_rows_of_different_prefixes_share_a_batch(engine: HFEngine) -> None:
     """Histories of unequal length decoded together give each prompt its own forward pass."""
     history = DIALOG * 2
