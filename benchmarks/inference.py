@@ -157,7 +157,9 @@ def workflow_prompts(tasks: list[str]) -> dict[str, pl.DataFrame]:
     missing = [str(p.relative_to(ROOT)) for p in paths.values() if not p.is_file()]
     if missing:
         print("building with the workflow:", ", ".join(missing), flush=True)
-        subprocess.run(["snakemake", "--cores", "2", *missing], cwd=ROOT, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "snakemake", "--cores", "2", *missing], cwd=ROOT, check=True
+        )
     return {
         task: shard_prompts(path, 0, 1).with_columns(task=pl.lit(task))
         for task, path in paths.items()
@@ -430,7 +432,9 @@ def main() -> None:
     results["model"] = {MODEL: {k: v for k, v in config["models"][MODEL].items()}}
     if not (ROOT / "results/models" / MODEL / "cueaudit-model.json").is_file():
         subprocess.run(
-            ["snakemake", "--cores", "1", f"results/models/{MODEL}"], cwd=ROOT, check=True
+            [sys.executable, "-m", "snakemake", "--cores", "1", f"results/models/{MODEL}"],
+            cwd=ROOT,
+            check=True,
         )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

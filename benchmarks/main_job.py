@@ -124,7 +124,7 @@ def main() -> None:
         targets = ["results/resources/names.parquet"] if args.smoke else []
         start = time.perf_counter()
         done = subprocess.run(
-            ["snakemake", "--cores", str(args.cores), *targets],
+            [sys.executable, "-m", "snakemake", "--cores", str(args.cores), *targets],
             cwd=clone,
             capture_output=True,
             text=True,
