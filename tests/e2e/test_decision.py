@@ -26,6 +26,8 @@ TASKS = [
 ANALYSIS_TABLES = [
     "outcome_summary",
     "composition",
+    "nonresponse",
+    "nonresponse_tests",
     "contrasts",
     "interactions",
     "placebo",
@@ -138,7 +140,7 @@ def test_every_format_and_probe_produces_outcomes(
     tables = {r[0] for r in con.sql("SHOW TABLES").fetchall()}
     for name in ANALYSIS_TABLES:
         assert f"decision_{name}" in tables, name
-    for name in ("forest", "planted", "position", "ties_recognition"):
+    for name in ("forest", "planted", "position", "ties_recognition", "nonresponse"):
         assert (workdir / f"results/figures/decision_{name}.png").stat().st_size > 10_000
     family = con.sql("SELECT * FROM decision_contrasts WHERE in_family").pl()
     assert family.height == 36 and family["pre_registered"].all()

@@ -524,18 +524,35 @@ def test_composition_of_balanced_subsamples_passes() -> None:
     table = check_analysis_subsamples(frames(judgements, rankings))
     assert table.columns == list(COMPOSITION_SCHEMA)
     assert not table["exact"].any() and (table["p_value"] > 0.001).all()
+    assert table["passed"].all() and table["note"].is_null().all()
     names = set(zip(table["name"], table["group"], table["factor"], strict=True))
     assert ("judgements", "gender", "tier") in names
     assert ("rankings disguised_placebo", "pseudo_race", "position") in names
     assert ("rankings irrelevant_matched", "attribute", "position") in names
-    strata = set(table.filter(pl.col("name") == "judgements")["stratum"])
-    assert strata == {"domain=hiring, format=rate", "domain=hiring, format=decide"}
-    n = table.filter(
-        (pl.col("name") == "judgements")
-        & (pl.col("group") == "race")
-        & (pl.col("factor") == "tier")
-    )["n"]
-    assert n.to_list() == [9 * 40, 9 * 40]
+    assert ("rankings disguised_demographic", "gender", "position") in names
+    judged = table.filter(pl.col("name") == "judgements")
+    strata = {(r["subsample"], r["stratum"]) for r in judged.iter_rows(named=True)}
+    assert strata == {
+        ("design", "domain=hiring, format=rate"),
+        ("design", "domain=hiring, format=decide"),
+        ("analysed", "domain=hiring, format=rate"),
+        ("analysed", "domain=hiring, format=decide"),
+        ("analysed", "model=m1, mode=text, domain=hiring, format=rate"),
+        ("analysed", "model=m1, mode=text, domain=hiring, format=decide"),
+    }
+    n = judged.filter((pl.col("group") == "race") & (pl.col("factor") == "tier"))
+    # the design counts every answer, the analysed subsample the parsed ones
+    assert sorted(zip(n["subsample"], n["n"], strict=True)) == sorted(
+        [("design", 12 * 40)] * 2 + [("analysed", 9 * 40)] * 4
+    )
+    ranked = table.filter(
+        (pl.col("name") == "rankings disguised_demographic") & (pl.col("subsample") == "analysed")
+    )
+    assert set(ranked["stratum"]) == {
+        f"{model}domain={d}, bundle_type=disguised_demographic"
+        for model in ("", "model=m1, mode=json, ", "model=m2, mode=json, ")
+        for d in ("hiring", "lending")
+    }
     assert check_analysis_subsamples(frames()).is_empty()
 
 
@@ -596,8 +613,18 @@ def test_composition_names_the_cells_of_a_confounded_subsample() -> None:
         .then(None)
         .otherwise(pl.col("rank"))
     )
+    # a balanced design whose analysed answers are confounded: reported per model, not a stop
+    table = check_analysis_subsamples(frames(rankings=broken))
+    assert table.filter(pl.col("subsample") == "design")["passed"].all()
+    failed = table.filter(~pl.col("passed"))
+    assert set(zip(failed["group"], failed["factor"], strict=True)) >= {("race", "tier")}
+    # pooled over the two models, whose answers fail alike
+    assert set(failed["stratum"]) == {"domain=hiring, bundle_type=disguised_demographic"}
+    assert (failed["q_value"] < 0.001).all()
+    assert failed["note"].str.contains("race=Black × tier=clear_yes: 0 of expected").any()
+    # unless the config asks to stop
     with pytest.raises(CompositionError, match=r"race=Black × tier=clear_yes: 0 of expected"):
-        check_analysis_subsamples(frames(rankings=broken))
+        check_analysis_subsamples(frames(rankings=broken), stop=True)
 
 
 def test_rank_points_are_mid_ranks_by_default_and_competition_on_request() -> None:
@@ -634,7 +661,9 @@ def test_composition_checks_every_estimated_arm(tmp_path: Path) -> None:
     balanced = crossed_judgements(lambda profile: pairs)
     confounded = crossed_judgements(fixed).with_columns(arm=pl.lit("wording"))
     out = tmp_path / "composition.csv"
-    passed = write_composition(frames(balanced), str(out), alpha=0.001)
+    passed = write_composition(frames(balanced), str(out), alpha=0.001, stop=False)
     assert set(passed["arm"]) == {"primary"}
     with pytest.raises(CompositionError, match=r"^arm wording: judgements \(domain=hiring"):
-        write_composition(frames(pl.concat([balanced, confounded])), str(out), alpha=0.001)
+        write_composition(
+            frames(pl.concat([balanced, confounded])), str(out), alpha=0.001, stop=False
+        )

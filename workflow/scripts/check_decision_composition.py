@@ -7,6 +7,9 @@ log = setup_logging(snakemake.log[0])
 from cueaudit.decision.analysis.outputs import read_frames, write_composition  # noqa: E402
 
 table = write_composition(
-    read_frames(snakemake.input), snakemake.output.composition, snakemake.params.alpha
+    read_frames(snakemake.input),
+    snakemake.output.composition,
+    snakemake.params.alpha,
+    stop=snakemake.params.stop,
 )
 log.info("\n%s", table)

@@ -1,5 +1,5 @@
 # The decision audit's analyses: outcome summary, analysis frames, composition checks,
-# pre-registered contrasts, planted disparities, instrument effects, figures. Each table is
+# non-response, pre-registered contrasts, planted disparities, instrument effects, figures. Each table is
 # a CSV + Markdown under results/tables/ and a table in results/cueaudit.duckdb.
 
 
@@ -54,6 +54,7 @@ rule check_decision_composition:
         **decision_table_outputs("composition"),
     params:
         alpha=decision_analysis_settings()["composition_alpha"],
+        stop=decision_analysis_settings()["stop_on_differential_nonresponse"],
     log:
         "logs/decision/composition.log",
     conda:
@@ -65,10 +66,34 @@ rule check_decision_composition:
         "../../scripts/check_decision_composition.py"
 
 
+# Differential non-response per model and format: a finding the contrast tables are flagged
+# with, or a stop (decision.analysis.stop_on_differential_nonresponse).
+rule analyse_decision_nonresponse:
+    input:
+        **DECISION_FRAMES,
+        composition=decision_tables("composition")["composition"],
+        outcomes=all_outcome_tables(decision_task_names()),
+    output:
+        **decision_table_outputs("nonresponse"),
+    params:
+        alpha=decision_analysis_settings()["nonresponse_alpha"],
+        stop=decision_analysis_settings()["stop_on_differential_nonresponse"],
+    log:
+        "logs/decision/nonresponse.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/analyse_decision_nonresponse.py"
+
+
 rule estimate_decision_contrasts:
     input:
         **DECISION_FRAMES,
         composition=decision_tables("composition")["composition"],
+        nonresponse_tests=decision_tables("nonresponse")["nonresponse_tests"],
         preregistration=config["decision"]["preregistration"],
         check=PREREGISTRATION_CHECK,
         files=list(decision_registered_files().values()),
@@ -140,6 +165,7 @@ rule plot_decision_figures:
         position=decision_tables("instrument")["position"],
         ties=decision_tables("instrument")["ties"],
         recognition=decision_tables("instrument")["recognition"],
+        nonresponse=decision_tables("nonresponse")["nonresponse"],
     output:
         **{
             name: report(path, caption=f"../../report/decision_{name}_figure.rst", category="Decision audit")

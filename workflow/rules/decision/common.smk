@@ -108,11 +108,12 @@ DECISION_FRAMES = {
 DECISION_TABLES = {
     "outcomes": ["outcome_summary"],
     "composition": ["composition"],
+    "nonresponse": ["nonresponse", "nonresponse_tests"],
     "contrasts": ["contrasts", "interactions", "placebo", "leave_one_out", "extension_contrasts"],
     "planted": ["planted"],
     "instrument": ["position", "ties", "recognition", "agreement"],
 }
-DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition"]
+DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]
 
 
 def decision_tables(rule_name):

@@ -4,38 +4,75 @@ whose race tracked application quality).
 The design is balanced by construction (:func:`cueaudit.decision.design.check_design`), but
 the analysis only sees parsed answers: a parse failure that tracks race (a model that refuses
 Black-named applicants more often, a tool call that breaks on long profiles shown more often
-under one name) makes the analysed subsample confounded even though the design was not. So each
-subsample is tested again, on the rows that enter a fit, by Pearson's chi-square test of
-independence (:func:`~cueaudit.decision.design.check_composition` with ``exact=False``):
+under one name) makes the analysed subsample confounded even though the design was not. Each
+check is Pearson's chi-square test of independence
+(:func:`~cueaudit.decision.design.check_composition` with ``exact=False``):
 
-- judgements, per domain × format (parsed ``y``): race and gender against profile and tier;
-- rankings, per domain × bundle type (complete answers): the contrasts the bundle type is
-  built to balance (:data:`cueaudit.decision.design.CONTRASTS`: race against profile, tier
-  and position; placebo: pseudo-race as well; irrelevant-attribute: attribute and race against
-  position).
+- judgements, per domain × format: race and gender against profile and tier;
+- rankings, per domain × bundle type: the contrasts the bundle type is built to balance
+  (:data:`cueaudit.decision.design.CONTRASTS`: race against profile, tier and position;
+  placebo: pseudo-race as well; irrelevant-attribute: attribute and race against position),
+  and in disguised demographic bundles, whose rankings carry the gender contrast, gender
+  against tier and position (:data:`RANKING_CONTRASTS`; the squares balance gender against
+  tier and position, not against profile).
 
-A group or factor with a single level in a stratum has nothing to test and is skipped. A
-failure raises :class:`~cueaudit.decision.design.CompositionError` naming the cells, which
-stops the job. The default ``alpha`` is 0.001: every subsample is tested, the counts repeat
-the same prompts over models and seeds (so the test is anti-conservative), and a real
-confound of the robustness-arm kind gives p-values far below it.
+Two subsamples are tested (column ``subsample``):
+
+``design``
+    every answer row, parsed or not, pooled over models and modes: what the models were asked.
+    A failure is a design that is not balanced and raises
+    :class:`~cueaudit.decision.design.CompositionError` naming the cells, which stops the job.
+``analysed``
+    the rows that enter a fit (parsed ``y``; complete rankings) within each stratum, pooled
+    (as the design) and per model × mode, so that one model's or one interface's failures
+    are not diluted by the others'.
+    With a balanced design a failure can only come from non-response, a finding: the row has
+    ``passed`` false and ``note`` naming the cells (BH ``q_value`` over the arm's analysed
+    tests below ``alpha``), and the analysis goes on, unless ``stop`` (the config's
+    ``decision.analysis.stop_on_differential_nonresponse``) makes it raise.
+
+A group or factor with a single level in a stratum has nothing to test and is skipped. The
+default ``alpha`` is 0.001: every subsample is tested, the counts repeat the same prompts over
+models and seeds (so the test is anti-conservative), and a real confound of the
+robustness-arm kind gives p-values far below it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
+import numpy as np
 import polars as pl
 
 from cueaudit.decision.analysis.frames import PRIMARY, AnalysisFrames
 from cueaudit.decision.analysis.instrument import complete_rankings
-from cueaudit.decision.design import CONTRASTS, CompositionTest, check_composition
+from cueaudit.decision.design import (
+    CONTRASTS,
+    CompositionError,
+    CompositionTest,
+    check_composition,
+)
+from cueaudit.stats.multiplicity import bh_qvalues
+
+log = logging.getLogger(__name__)
 
 ALPHA: Final = 0.001
 JUDGEMENT_CONTRASTS: Final = (("race", ("profile_id", "tier")), ("gender", ("profile_id", "tier")))
+RANKING_CONTRASTS: Final[Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
+    **CONTRASTS,
+    "disguised_demographic": (
+        *CONTRASTS["disguised_demographic"],
+        ("gender", ("tier", "position")),
+    ),
+}
+#: Where each analysed subsample is tested, before the design's strata.
+ANALYSED_BY: Final = ("model", "mode")
+SUBSAMPLES: Final = ("design", "analysed")
 COMPOSITION_SCHEMA: Final = {
     "arm": pl.String(),
+    "subsample": pl.String(),
     "name": pl.String(),
     "stratum": pl.String(),
     "group": pl.String(),
@@ -43,7 +80,10 @@ COMPOSITION_SCHEMA: Final = {
     "exact": pl.Boolean(),
     "statistic": pl.Float64(),
     "p_value": pl.Float64(),
+    "q_value": pl.Float64(),
     "n": pl.Int64(),
+    "passed": pl.Boolean(),
+    "note": pl.String(),
 }
 
 
@@ -58,8 +98,9 @@ def _check(
     by: Sequence[str],
     contrasts: Sequence[tuple[str, Sequence[str]]],
     alpha: float,
-) -> list[CompositionTest]:
-    results: list[CompositionTest] = []
+) -> list[tuple[CompositionTest, pl.DataFrame]]:
+    """Each test with its stratum's rows; a test below ``alpha`` raises (``alpha=0``: none)."""
+    results: list[tuple[CompositionTest, pl.DataFrame]] = []
     for _, stratum in sorted(
         frame.partition_by(list(by), as_dict=True).items(), key=lambda kv: tuple(map(str, kv[0]))
     ):
@@ -67,7 +108,7 @@ def _check(
             for factor in factors:
                 if min(_levels(stratum, group, factor)) < 2:
                     continue
-                results += check_composition(
+                (test,) = check_composition(
                     stratum,
                     group=group,
                     against=(factor,),
@@ -76,35 +117,76 @@ def _check(
                     exact=False,
                     alpha=alpha,
                 )
+                results.append((test, stratum))
     return results
 
 
-def check_analysis_subsamples(
-    frames: AnalysisFrames, *, arm: str = PRIMARY, alpha: float = ALPHA
-) -> pl.DataFrame:
-    """COMPOSITION table: one row per passed test of every analysed subsample of ``arm``.
+def _cells(test: CompositionTest, stratum: pl.DataFrame, by: Sequence[str], alpha: float) -> str:
+    """The failure message of a failed test (p <= q < alpha), naming its cells."""
+    try:
+        check_composition(
+            stratum, group=test.group, against=(test.against,), name=test.name, by=by, alpha=alpha
+        )
+    except CompositionError as error:
+        return str(error)
+    return f"{test.name} ({test.stratum}): {test.group} depends on {test.against}"
 
-    Raises :class:`~cueaudit.decision.design.CompositionError` at the first failed test, its
-    message naming the arm."""
-    part = frames.arm(arm)
-    prefix = "" if arm == PRIMARY else f"arm {arm}: "
-    results: list[CompositionTest] = []
-    judged = part.judgements.filter(pl.col("y").is_not_null())
-    if not judged.is_empty():
-        results += _check(
-            judged, f"{prefix}judgements", ("domain", "format"), JUDGEMENT_CONTRASTS, alpha
+
+def _subsamples(
+    part: AnalysisFrames, prefix: str
+) -> list[tuple[str, pl.DataFrame, pl.DataFrame, str, Any]]:
+    """(name, every row, analysed rows, stratum column, contrasts) of each checked subsample."""
+    found: list[tuple[str, pl.DataFrame, pl.DataFrame, str, Any]] = []
+    if not part.judgements.is_empty():
+        judged = part.judgements.filter(pl.col("y").is_not_null())
+        found.append(
+            (f"{prefix}judgements", part.judgements, judged, "format", JUDGEMENT_CONTRASTS)
         )
     ranked = complete_rankings(part.rankings)
-    for kind, contrasts in CONTRASTS.items():
-        rows = ranked.filter(pl.col("bundle_type") == kind)
+    for kind, contrasts in RANKING_CONTRASTS.items():
+        rows = part.rankings.filter(pl.col("bundle_type") == kind)
         if not rows.is_empty():
-            name = f"{prefix}rankings {kind}"
-            results += _check(rows, name, ("domain", "bundle_type"), contrasts, alpha)
-    return pl.DataFrame(
-        [
-            (arm, t.name, t.stratum, t.group, t.against, t.exact, t.statistic, t.p_value, t.n)
-            for t in results
-        ],
-        schema=COMPOSITION_SCHEMA,
-        orient="row",
-    )
+            analysed = ranked.filter(pl.col("bundle_type") == kind)
+            found.append((f"{prefix}rankings {kind}", rows, analysed, "bundle_type", contrasts))
+    return found
+
+
+def _row(
+    arm: str, subsample: str, t: CompositionTest, q: float | None, note: str | None
+) -> tuple[Any, ...]:
+    fields = (t.name, t.stratum, t.group, t.against, t.exact, t.statistic, t.p_value)
+    return (arm, subsample, *fields, q, t.n, note is None, note)
+
+
+def check_analysis_subsamples(
+    frames: AnalysisFrames, *, arm: str = PRIMARY, alpha: float = ALPHA, stop: bool = False
+) -> pl.DataFrame:
+    """COMPOSITION table: one row per test of the design and of every analysed subsample of
+    ``arm`` (see the module docstring).
+
+    Raises :class:`~cueaudit.decision.design.CompositionError` at the first failed design
+    test, and with ``stop`` at the most significant failed analysed test, its message naming
+    the arm, model, mode and cells."""
+    part = frames.arm(arm)
+    prefix = "" if arm == PRIMARY else f"arm {arm}: "
+    design: list[CompositionTest] = []
+    analysed: list[tuple[CompositionTest, pl.DataFrame, tuple[str, ...]]] = []
+    for name, rows, parsed, column, contrasts in _subsamples(part, prefix):
+        design += [t for t, _ in _check(rows, name, ("domain", column), contrasts, alpha)]
+        if parsed.is_empty():
+            continue
+        for by in (("domain", column), (*ANALYSED_BY, "domain", column)):
+            analysed += [(t, s, by) for t, s in _check(parsed, name, by, contrasts, 0.0)]
+    q = bh_qvalues(np.array([t.p_value for t, _, _ in analysed], dtype=np.float64))
+    failed = sorted((i for i in range(len(analysed)) if q[i] < alpha), key=lambda i: q[i])
+    notes = {i: f"{_cells(*analysed[i], alpha)} (q = {q[i]:.2g})" for i in failed}
+    for i in failed:
+        log.warning("composition of an analysed subsample: %s", notes[i])
+    if stop and failed:
+        raise CompositionError(
+            f"{notes[failed[0]]}; decision.analysis.stop_on_differential_nonresponse is true"
+        )
+    rows = [_row(arm, "design", t, None, None) for t in design] + [
+        _row(arm, "analysed", t, float(q[i]), notes.get(i)) for i, (t, _, _) in enumerate(analysed)
+    ]
+    return pl.DataFrame(rows, schema=COMPOSITION_SCHEMA, orient="row")

@@ -23,7 +23,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from cueaudit.decision.analysis.fitters import FAMILY_ESTIMATOR, FITTERS
-from cueaudit.decision.design import BUNDLE_TYPES
+from cueaudit.decision.analysis.frames import PRIMARY
+from cueaudit.decision.analysis.nonresponse import COUNT_COLUMNS, MIXED, summarise
+from cueaudit.decision.design import BUNDLE_TYPES, GENDERS, RACES
 from cueaudit.decision.formats import FORMATS, PROBES
 from cueaudit.errors import InputError
 from cueaudit.plotting import empty_figure as _empty
@@ -449,3 +451,71 @@ def _rate_bars(
 def _value(row: dict[str, Any] | None, column: str) -> float:
     value = None if row is None else row.get(column)
     return np.nan if value is None else float(value)
+
+
+# --- non-response ----------------------------------------------------------------------------
+def plot_nonresponse(table: pl.DataFrame, path: str | Path) -> None:
+    """Non-response rate by race × gender group with Wilson 95% intervals, one panel per model
+    (and extension arm), one series per format, modes pooled (the ``nonresponse`` table's
+    counts summed). A format whose non-response was differential (``differential``) is drawn
+    filled and marked in the legend; ranking answers whose candidates differ in race or
+    gender fall in the ``mixed`` groups."""
+    title = "Non-response by group (Wilson 95% CI)"
+    columns = ["arm", "model", "format", "race", "gender", *COUNT_COLUMNS, "differential"]
+    _require(table, columns, "nonresponse")
+    if table.is_empty():
+        _empty(path, title, NO_DATA)
+        return
+    by = ["arm", "model", "format", "race", "gender"]
+    rates = summarise(table.with_columns(pl.col("race", "gender").fill_null(MIXED)), by)
+    flags = table.group_by("arm", "model", "format").agg(
+        pl.col("differential").fill_null(False).any()
+    )
+    rates = rates.join(flags, on=["arm", "model", "format"], how="left")
+    panels = sorted(
+        set(zip(rates["arm"].to_list(), rates["model"].to_list(), strict=True)),
+        key=lambda k: (k[0] != PRIMARY, k[0], k[1]),
+    )
+    groups = sorted(
+        set(zip(rates["race"].to_list(), rates["gender"].to_list(), strict=True)),
+        key=lambda g: (_rank(g[0], (*RACES, MIXED)), _rank(g[1], (*GENDERS, MIXED))),
+    )
+    formats = _order(rates["format"].to_list(), FORMATS)
+    colours = colormaps["tab10"]
+    x = np.arange(len(groups))
+    fig = _figure(max(6.0, 0.55 * len(groups) + 2.0), 2.6 * len(panels) + 0.8)
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (arm, model) in zip(axes, panels, strict=True):
+        part = rates.filter((pl.col("arm") == arm) & (pl.col("model") == model))
+        for k, fmt in enumerate(formats):
+            rows = {
+                (r["race"], r["gender"]): r
+                for r in part.filter(pl.col("format") == fmt).iter_rows(named=True)
+            }
+            if not rows:
+                continue
+            rate = np.array([_value(rows.get(g), "rate") for g in groups])
+            low = np.array([_value(rows.get(g), "ci_low") for g in groups])
+            high = np.array([_value(rows.get(g), "ci_high") for g in groups])
+            differential = any(r["differential"] for r in rows.values())
+            shift = (k - (len(formats) - 1) / 2) * 0.18
+            ax.errorbar(
+                x + shift,
+                rate,
+                yerr=_xerr(rate, low, high),
+                fmt="o",
+                ms=5,
+                capsize=2,
+                lw=1,
+                color=colours(k % 10),
+                mfc=colours(k % 10) if differential else "white",
+                label=f"{fmt} (differential)" if differential else fmt,
+            )
+        ax.set_title(model if arm == PRIMARY else f"{model} · arm {arm}", fontsize=9)
+        ax.set_ylabel("Non-response")
+        ax.set_ylim(0.0, None)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1].set_xticks(x, [f"{race}\n{gender}" for race, gender in groups], fontsize=7)
+    fig.suptitle(title)
+    _save(fig, path)

@@ -5,7 +5,9 @@ The rules run in this order, each reading only files the one before wrote:
 1. :func:`write_frames`: the three analysis frames (:mod:`.frames`) as Parquet, from the
    prompt and outcome tables;
 2. :func:`write_composition`: the composition check of every subsample the analyses use; a
-   failing check stops the job, and every other analysis waits for its table;
+   failing design check stops the job, and every other analysis waits for its table;
+   :func:`write_nonresponse`: differential non-response by group, per model and format (a
+   finding the contrast tables are flagged with, or a stop when the config asks);
 3. :func:`write_contrasts` (pre-registered contrasts, interactions, the placebo cell's
    false-positive check, leave-one-out), :func:`write_planted` and :func:`write_instrument`
    (position, ties, recognition, text versus tool), each a CSV + Markdown table that the
@@ -26,6 +28,7 @@ from cueaudit.decision.analysis import (
     contrasts,
     figures,
     instrument,
+    nonresponse,
     planted,
     robustness,
     simulation_settings,
@@ -85,15 +88,52 @@ def read_frames(paths: Mapping[str, str]) -> AnalysisFrames:
     return AnalysisFrames(*(pl.read_parquet(paths[name]) for name in FRAMES))
 
 
-def write_composition(frames: AnalysisFrames, out: str, alpha: float) -> pl.DataFrame:
+def write_composition(
+    frames: AnalysisFrames, out: str, alpha: float, *, stop: bool
+) -> pl.DataFrame:
     """The composition check of every arm the analyses estimate (the primary design and each
-    extension); the first failure stops the job."""
+    extension); the first design failure stops the job, a failed analysed subsample too when
+    ``stop``."""
     arms = [PRIMARY, *extension_arms(frames)]
     table = pl.concat(
-        [composition.check_analysis_subsamples(frames, arm=arm, alpha=alpha) for arm in arms]
+        [
+            composition.check_analysis_subsamples(frames, arm=arm, alpha=alpha, stop=stop)
+            for arm in arms
+        ]
     )
     write_table(table, out, "Decision audit: composition of every analysed subsample")
     return table
+
+
+def write_nonresponse(
+    frames: AnalysisFrames,
+    outcomes: Sequence[str],
+    out: Mapping[str, str],
+    *,
+    alpha: float,
+    stop: bool,
+) -> pl.DataFrame:
+    """Non-response per group and the per-model tests of whether it depends on race or
+    gender (:mod:`.nonresponse`), the parsers' reasons read from the outcome tables; with
+    ``stop``, a differential one stops the job before anything is written."""
+    answers = nonresponse.answers_of(frames, nonresponse.read_reasons(outcomes))
+    tests = nonresponse.differential_tests(answers, alpha)
+    if stop:
+        nonresponse.stop_if_differential(tests)
+    for row in tests.filter(pl.col("differential").fill_null(False)).iter_rows(named=True):
+        log.warning(
+            "differential non-response: %s, model %s, format %s, by %s (q = %.2g): %s",
+            row["arm"], row["model"], row["format"], row["dimension"], row["q_value"],
+            row["groups"],
+        )  # fmt: skip
+    table = nonresponse.nonresponse_table(answers, tests)
+    write_table(table, out["nonresponse"], "Decision audit: non-response by group")
+    write_table(
+        tests,
+        out["nonresponse_tests"],
+        "Decision audit: does non-response depend on race or gender? (per model and format)",
+    )
+    return tests
 
 
 def answered_at(frames: AnalysisFrames, arm: str = PRIMARY) -> list[float | None]:
@@ -110,16 +150,25 @@ def write_contrasts(
     lock: str,
     out: Mapping[str, str],
     pooled_extensions: Sequence[str] = (),
+    nonresponse_tests: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The pre-registered contrasts with BH q-values and TOST verdicts, the format × group
     interactions, the placebo cell's pseudo-race contrasts, the leave-one-out ranges, and the
     contrasts of each extension arm: alone, or (``pooled_extensions``, e.g. a precision
-    top-up) together with the primary rows."""
+    top-up) together with the primary rows. With ``nonresponse_tests`` the contrast tables
+    flag the contrasts of a format (and model) with differential non-response."""
+
+    def flagged(contrast_table: pl.DataFrame) -> pl.DataFrame:
+        if nonresponse_tests is None:
+            return contrast_table
+        return nonresponse.flag_contrasts(contrast_table, nonresponse_tests)
+
     prereg = load_preregistration(registration.preregistration)
     state = status(registration, lock, answered_at=answered_at(frames))
     log.info("pre-registration: %s", state.reason)
     fits = contrasts.fit_family(frames, prereg)
     table = contrasts.estimate_contrasts(frames, prereg, pre_registered=state, fits=fits)
+    table = flagged(table)
     write_table(table, out["contrasts"], "Decision audit: pre-registered contrasts")
     interactions = contrasts.estimate_interactions(frames, prereg, fits=fits)
     write_table(interactions, out["interactions"], "Decision audit: format × group interactions")
@@ -134,7 +183,7 @@ def write_contrasts(
         extensions.append(table_arm.select(pl.lit(arm).alias("arm"), pl.all()))
     empty = pl.DataFrame(schema={"arm": pl.String(), **contrasts.CONTRASTS_SCHEMA})
     write_table(
-        pl.concat([empty, *extensions]),
+        flagged(pl.concat([empty, *extensions])),
         out["extension_contrasts"],
         "Decision audit: the planned contrasts re-estimated in each extension (not pre-registered)",
     )
@@ -201,3 +250,4 @@ def write_figures(tables: Mapping[str, str], out: Mapping[str, str]) -> None:
     figures.plot_planted(read["planted"], out["planted"])
     figures.plot_position_vs_demographic(read["position"], read["contrasts"], out["position"])
     figures.plot_tie_recognition(read["ties"], read["recognition"], out["ties_recognition"])
+    figures.plot_nonresponse(read["nonresponse"], out["nonresponse"])

@@ -57,8 +57,9 @@ Probes
 
 Any answer fails to parse with probability ``parse_failure`` (a null ``y``; a ranking with
 null ranks; a probe with a null label), independently of everything else, so it never biases
-a contrast. Option scores (``score``) are the expectation of the answer (``m``, or the
-probability of yes) for text answers and null for tool calls.
+a contrast; ``failure_by_group`` raises it for one model's Rate and Decide answers about one
+race or gender (a differential non-response). Option scores (``score``) are the expectation
+of the answer (``m``, or the probability of yes) for text answers and null for tool calls.
 
 Draws come from :class:`numpy.random.Generator` streams named by their role (profile, pair,
 model, each arm's table), each seeded from ``(seed, crc32(role))``: a study is a
@@ -90,7 +91,7 @@ from cueaudit.decision.analysis.simulation_settings import (
     SimulationSettings,
     planted_group,
 )
-from cueaudit.decision.design import BUNDLE_SIZE
+from cueaudit.decision.design import BUNDLE_SIZE, RACES
 from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
 from cueaudit.decision.profiles import load_attribute_list, load_profiles
 from cueaudit.decision.prompts import (
@@ -317,7 +318,12 @@ def _judgements(
     rounded = floor + (u[:, 5] < expected - floor)
     rating = np.where(u[:, 0] < settings.rate_spread, binomial, rounded)
     y = np.where(rate, rating, (u[:, 1] < expected).astype(np.float64))
-    parsed = u[:, 6] >= settings.parse_failure
+    failure = np.full(n, settings.parse_failure)
+    for model, extra in settings.failure_by_group.items():
+        for level, value in extra.items():
+            dimension = "race" if level in RACES else "gender"
+            failure += value * ((rows["model"] == model) & (rows[dimension] == level)).to_numpy()
+    parsed = u[:, 6] >= failure
     return rows.with_columns(
         y=pl.Series(np.where(parsed, y, np.nan)).fill_nan(None),
         score=pl.Series(np.where(parsed & (mode == "text"), expected, np.nan)).fill_nan(None),

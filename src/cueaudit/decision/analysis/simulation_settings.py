@@ -85,6 +85,9 @@ class SimulationSettings:
     bundle type and ``recognition`` the recognition rate per probe and bundle type (both
     completed from the paper's defaults, :data:`TIE_RATES` and :data:`RECOGNITION`);
     ``mode_shift`` a shift of the expected answer per format and mode (e.g. tool calls).
+    ``failure_by_group`` adds to ``parse_failure`` per model and race or gender level, for
+    Rate and Decide answers (``{"m1": {"Black": 0.2}}``: m1's answers about Black applicants
+    fail 20 points more often): a differential non-response.
     Resource paths are relative to ``root``.
     """
 
@@ -117,6 +120,7 @@ class SimulationSettings:
     position_gain: Mapping[str, float] = field(default_factory=lambda: dict(POSITION_GAIN))
     tie_rates: Mapping[str, float] = field(default_factory=lambda: dict(TIE_RATES))
     parse_failure: float = 0.0
+    failure_by_group: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     recognition: Mapping[str, Mapping[str, float]] = field(
         default_factory=lambda: {p: dict(r) for p, r in RECOGNITION.items()}
     )
@@ -156,11 +160,29 @@ class SimulationSettings:
                 raise InputError(SOURCE, "recognition rates are probabilities", "recognition")
         for key in self.planted:
             planted_group(key)
+        self._check_failure_by_group()
         for fmt in self.mode_shift:
             if fmt not in JUDGEMENT_BOUNDS:
                 raise InputError(SOURCE, f"mode shifts exist for {list(JUDGEMENT_BOUNDS)}", fmt)
         for fmt in JUDGEMENT_BOUNDS:
             self._check_bounds(fmt)
+
+    def _check_failure_by_group(self) -> None:
+        levels = {"race": RACES, "gender": GENDERS}
+        for model, extra in _mapping(self.failure_by_group, "failure_by_group").items():
+            extra = _mapping(extra, f"failure_by_group.{model}")
+            unknown = sorted(set(extra) - {*RACES, *GENDERS})
+            if unknown:
+                raise InputError(
+                    SOURCE, f"unknown race or gender {unknown[0]!r}", f"failure_by_group.{model}"
+                )
+            worst = self.parse_failure + sum(
+                max([0.0, *(extra.get(v, 0.0) for v in values)]) for values in levels.values()
+            )
+            if any(v < 0 for v in extra.values()) or worst > 1:
+                raise InputError(
+                    SOURCE, "failure probabilities must stay in [0, 1]", f"failure_by_group.{model}"
+                )
 
     def largest_scale(self, fmt: str) -> float:
         """The largest ``rate_scale`` / ``decide_scale`` that keeps the expected rating
