@@ -85,6 +85,9 @@ class SimulationSettings:
     bundle type and ``recognition`` the recognition rate per probe and bundle type (both
     completed from the paper's defaults, :data:`TIE_RATES` and :data:`RECOGNITION`);
     ``mode_shift`` a shift of the expected answer per format and mode (e.g. tool calls).
+    ``recognition_position_shift`` adds to the forced choice's recognition rate by the
+    position its prompt lists the Fairness option at (1 = first; none by default), a planted
+    position effect: every shifted rate must stay a probability.
     Resource paths are relative to ``root``.
     """
 
@@ -121,6 +124,7 @@ class SimulationSettings:
         default_factory=lambda: {p: dict(r) for p, r in RECOGNITION.items()}
     )
     points: str = POINTS_RULES[0]
+    recognition_position_shift: Mapping[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.models or len(set(self.models)) < len(self.models):
@@ -154,6 +158,7 @@ class SimulationSettings:
         for probe, rates in _mapping(self.recognition, "recognition").items():
             if any(not 0 <= v <= 1 for v in _mapping(rates, f"recognition.{probe}").values()):
                 raise InputError(SOURCE, "recognition rates are probabilities", "recognition")
+        self._check_position_shift()
         for key in self.planted:
             planted_group(key)
         for fmt in self.mode_shift:
@@ -161,6 +166,21 @@ class SimulationSettings:
                 raise InputError(SOURCE, f"mode shifts exist for {list(JUDGEMENT_BOUNDS)}", fmt)
         for fmt in JUDGEMENT_BOUNDS:
             self._check_bounds(fmt)
+
+    def _check_position_shift(self) -> None:
+        key = "recognition_position_shift"
+        shifts = _mapping(self.recognition_position_shift, key)
+        if any(isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in shifts):
+            raise InputError(SOURCE, "positions are integers from 1 (listed first)", key)
+        rates = self.recognition.get("choice", {}).values()
+        for position, shift in shifts.items():
+            if any(not 0 <= rate + shift <= 1 for rate in rates):
+                raise InputError(
+                    SOURCE,
+                    f"position {position}: shift {shift:g} takes a forced-choice recognition "
+                    "rate outside [0, 1]",
+                    key,
+                )
 
     def largest_scale(self, fmt: str) -> float:
         """The largest ``rate_scale`` / ``decide_scale`` that keeps the expected rating
