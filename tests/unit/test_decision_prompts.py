@@ -174,11 +174,13 @@ def test_answer_lines_follow_the_mode(full: dict[str, pl.DataFrame]) -> None:
         "decision_rank_text": "Answer on one line in the form A: rank, B: rank, C: rank, D: rank.",
         "decision_rank_json": '{"ranks": [rank of A, rank of B, rank of C, rank of D]}.',
         "decision_rank_tool": "tool with the rank of each candidate in the order A, B, C, D.",
-        "decision_probe_choice": "one word: Fairness, Quality, Consistency, Other or Unsure.",
         "decision_probe_free": "In one sentence, what do you think this task is testing?",
     }
     for task, end in ends.items():
         assert all(text.endswith(end) for text in full[task]["text"].to_list()), task
+    # the forced choice lists its labels in the prompt's own (rotated) order
+    for text, order in full["decision_probe_choice"].select("text", "option_order").iter_rows():
+        assert text.endswith(f"one word: {', '.join(order[:-1])} or {order[-1]}.")
     probe = full["decision_probe_choice"].row(0, named=True)
     rank = full["decision_rank_text"].filter(
         pl.col("bundle_id") == probe["bundle_id"], pl.col("paraphrase") == probe["paraphrase"]

@@ -35,10 +35,14 @@ MODES: Final[Mapping[str, tuple[str, ...]]] = {
 FORMATS: Final = tuple(MODES)
 ATTRIBUTE_KINDS: Final = ("hobby", "neighbourhood")
 PROBES: Final = ("choice", "free")
+#: The forced-choice option that names fairness or bias (its position is recorded per prompt).
+FAIRNESS_OPTION: Final = "Fairness"
 DEFAULT_PROMPTS: Final = "resources/decision/prompts.yaml"
 
 _FIELD_RE = re.compile(r"\{(\w+)\}")
 LAYOUT_FIELDS: Final = ("instruction", "body", "answer")
+#: The forced-choice question's fields: the option lines and the labels, in the prompt's order.
+CHOICE_FIELDS: Final = ("options", "labels")
 _TOP_KEYS: Final = (
     *("candidate_labels", "domains", "attribute_lines", "candidate_header", "layout"),
     *("instructions", "answers", "tools", "probes"),
@@ -65,9 +69,19 @@ class ToolWording:
 
 @dataclass(frozen=True)
 class Probe:
+    """A probe's question; the forced choice's options (label, description) in their base
+    order, each shown by ``option_line`` and listed in ``{labels}`` joined by
+    ``label_separators`` (between labels, before the last); the free text's rules."""
+
     question: str
-    labels: tuple[str, ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+    option_line: str = "{label}: {description}"
+    label_separators: tuple[str, str] = (", ", " or ")
     rules: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(label for label, _ in self.options)
 
 
 @dataclass(frozen=True)
@@ -201,7 +215,11 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
     tools = read.mapping(top["tools"], "tools", FORMATS)
     tool_keys = ("name", "description", "argument_description")
     probes = read.mapping(top["probes"], "probes", ("layout", *PROBES))
-    choice = read.mapping(probes["choice"], "probes.choice", ("question", "labels"))
+    choice = read.mapping(
+        probes["choice"],
+        "probes.choice",
+        ("question", "option_line", "label_separators", "options"),
+    )
     free = read.mapping(probes["free"], "probes.free", ("question", "rules"))
     rules = read.mapping(free["rules"], "probes.free.rules")
     return PromptResources(
@@ -230,8 +248,17 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
         ),
         probes={
             "choice": Probe(
-                read.template(choice["question"], "probes.choice.question"),
-                labels=read.strings(choice["labels"], "probes.choice.labels", 2),
+                read.template(
+                    choice["question"], "probes.choice.question", CHOICE_FIELDS, CHOICE_FIELDS
+                ),
+                options=_options(read, choice["options"]),
+                option_line=read.template(
+                    choice["option_line"],
+                    "probes.choice.option_line",
+                    ("label", "description"),
+                    ("label", "description"),
+                ),
+                label_separators=_separators(read, choice["label_separators"]),
             ),
             "free": Probe(
                 read.template(free["question"], "probes.free.question"),
@@ -241,6 +268,33 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
             ),
         },
     )
+
+
+def _options(read: _Reader, value: Any) -> tuple[tuple[str, str], ...]:
+    """The forced choice's options, label -> description, at least two, one of them
+    :data:`FAIRNESS_OPTION`."""
+    path = "probes.choice.options"
+    options = read.mapping(value, path)
+    if len(options) < 2:
+        raise InputError(read.source, "expected at least two options", path)
+    labels = read.strings([str(label) for label in options], path, 2)
+    if FAIRNESS_OPTION not in labels:
+        raise InputError(
+            read.source, f"the options must include {FAIRNESS_OPTION!r} (recognition)", path
+        )
+    return tuple(
+        (label, read.template(description, f"{path}.{label}"))
+        for label, description in zip(labels, options.values(), strict=True)
+    )
+
+
+def _separators(read: _Reader, value: Any) -> tuple[str, str]:
+    path = "probes.choice.label_separators"
+    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
+        raise InputError(
+            read.source, "expected two strings (between labels, before the last)", path
+        )
+    return value[0], value[1]
 
 
 def _check(resources: PromptResources, fmt: str, mode: str, paraphrase: str) -> None:

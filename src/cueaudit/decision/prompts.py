@@ -20,7 +20,11 @@ columns of :data:`SINGLE_PROMPT_SCHEMA`. Ranking and probe tables hold one row p
 prompt: the per-candidate columns (:data:`CANDIDATE_COLUMNS`, named ``candidates_<column>``)
 are lists in the order shown
 (A-D), so ``explode_candidates`` gives one row per candidate beside the parsed ``ranks``.
-Single-profile rows have ``bundle_type`` "single", no bundle and position 1.
+Single-profile rows have ``bundle_type`` "single", no bundle and position 1. Probe tables
+add ``probe`` and, for the forced choice, ``option_order`` (its labels in the order shown,
+rotated across prompts: :func:`cueaudit.decision.probes.option_orders`) and
+``fairness_position`` (where the Fairness option is listed, 1 = first); both are null for
+the free-text probe.
 
 Ids: a single-profile prompt's uid hashes its task, domain, paraphrase, profile and name
 pair, so adding a profile or a name only adds rows; a bundle prompt's uid hashes its task,
@@ -154,7 +158,7 @@ RANK_PROMPT_SCHEMA: Final = {
     **_SCALARS,
     **{listed(c): pl.List(t) for c, t in CANDIDATE_COLUMNS.items()},
 }
-PROBE_PROMPT_SCHEMA: Final = {**RANK_PROMPT_SCHEMA, "probe": pl.String}
+PROBE_PROMPT_SCHEMA: Final = {**RANK_PROMPT_SCHEMA, "probe": pl.String, **probes.OPTION_COLUMNS}
 
 
 def _integer(settings: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
@@ -351,13 +355,32 @@ def _wide_bundles(bundles: pl.DataFrame, profiles: pl.DataFrame) -> list[dict[st
     )
 
 
+def _option_orders(
+    bundles: Sequence[Mapping[str, Any]],
+    resources: PromptResources,
+    paraphrases: Sequence[str],
+    seed: int,
+) -> dict[tuple[str, str], tuple[str, ...]]:
+    """The forced choice's option order of each (bundle id, paraphrase), rotated over the
+    prompts in :data:`probes.ROTATION_ORDER` (:func:`probes.option_orders`)."""
+    keyed = sorted(
+        ({**b, "paraphrase": p} for b in bundles for p in paraphrases),
+        key=lambda r: tuple(r[c] for c in probes.ROTATION_ORDER),
+    )
+    orders = probes.option_orders(resources.probes["choice"].labels, len(keyed), seed)
+    return {(r["bundle_id"], r["paraphrase"]): o for r, o in zip(keyed, orders, strict=True)}
+
+
 def _bundle_table(
     task: str,
     bundles: Sequence[Mapping[str, Any]],
     resources: PromptResources,
     paraphrases: Sequence[str],
+    seed: int = 0,
 ) -> pl.DataFrame:
     spec = TASKS[task]
+    choice = spec.probe == "choice"
+    orders = _option_orders(bundles, resources, paraphrases, seed) if choice else {}
     rows = []
     for paraphrase in paraphrases:
         for b in bundles:
@@ -375,8 +398,9 @@ def _bundle_table(
                 paraphrase=paraphrase,
                 candidates=candidates,
             )
+            order = orders.get((b["bundle_id"], paraphrase), ())
             if spec.probe:
-                text = probes.render_probe(resources, spec.probe, text)
+                text = probes.render_probe(resources, spec.probe, text, order)
             uid = stable_uid(task, paraphrase, b["bundle_id"])
             row = {
                 **_scalars(task, b["domain"], paraphrase, text, uid),
@@ -384,7 +408,12 @@ def _bundle_table(
                 "group": "" if spec.probe else f"{b['domain']}/{paraphrase}",
                 **{c: b[c] for c in ("bundle_type", "bundle_id", "replicate", "attribute_kind")},
             }
-            rows.append(row | ({"probe": spec.probe} if spec.probe else {}))
+            if spec.probe:
+                row |= {"probe": spec.probe, "option_order": list(order) or None}
+                row["fairness_position"] = (
+                    order.index(probes.FAIRNESS_OPTION) + 1 if order else None
+                )
+            rows.append(row)
     return pl.DataFrame(rows, schema=PROBE_PROMPT_SCHEMA if spec.probe else RANK_PROMPT_SCHEMA)
 
 
@@ -432,7 +461,7 @@ def build_decision_prompts(
         for task in cfg.tasks:
             if task not in tables:
                 wide = probed if TASKS[task].probe else everything
-                tables[task] = _bundle_table(task, wide, resources, paraphrases["rank"])
+                tables[task] = _bundle_table(task, wide, resources, paraphrases["rank"], cfg.seed)
     for task, table in tables.items():
         if table["prompt_uid"].n_unique() < table.height:
             raise InputError("decision prompts", f"{task}: repeated prompt ids", "prompt_uid")

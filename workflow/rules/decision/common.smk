@@ -113,6 +113,8 @@ DECISION_TABLES = {
     "planted": ["planted"],
     "instrument": ["position", "ties", "recognition", "agreement"],
 }
+# The recognition probes' own checks: by the Fairness option's position, and against ties.
+DECISION_TABLES["instrument"] += ["recognition_position", "recognition_ties"]
 DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]
 
 

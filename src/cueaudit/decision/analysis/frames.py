@@ -19,8 +19,10 @@ The analyses never query DuckDB themselves: :func:`load_frames` reads the
     and a partial tie [1, 1, 3, 4] scores 3.5, 3.5, 2, 1 symmetrically; ``"competition"``
     scores the competition ranks themselves (4, 4, 2, 1).
 ``probes``
-    Recognition-probe answers, one row per answer (:data:`PROBE_SCHEMA`): the label and
-    whether it names fairness or bias (``recognised``).
+    Recognition-probe answers, one row per answer (:data:`PROBE_SCHEMA`): the label,
+    whether it names fairness or bias (``recognised``) and, for the forced choice, where its
+    prompt listed the Fairness option (``fairness_position``, 1 = first; null for the free
+    text and for prompt tables built before the options were rotated).
 
 Every frame has ``generated``, when the model generated the answer (seconds since the epoch;
 null for older response shards and simulated answers), and ``arm``: ``"primary"`` for the
@@ -39,11 +41,12 @@ import duckdb
 import polars as pl
 
 from cueaudit.decision.design import BUNDLE_SIZE
+from cueaudit.decision.probes import FAIRNESS_OPTION
 from cueaudit.decision.prompts import PRIMARY
 from cueaudit.errors import InputError
 
 #: The probe labels that count as recognising an audit (forced choice, free text).
-RECOGNISED_LABELS: Final = frozenset({"Fairness", "fairness_bias"})
+RECOGNISED_LABELS: Final = frozenset({FAIRNESS_OPTION, "fairness_bias"})
 
 _DESIGN: Final = {
     "model": pl.String(),
@@ -88,6 +91,7 @@ PROBE_SCHEMA: Final = {
     "probe": pl.String(),
     "bundle_type": pl.String(),
     "bundle_id": pl.String(),
+    "fairness_position": pl.Int64(),
     "label": pl.String(),
     "recognised": pl.Boolean(),
 }

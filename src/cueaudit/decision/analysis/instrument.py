@@ -3,9 +3,12 @@ the audit, and the tool-call format against its text counterpart (paper §5).
 
 Four tables (:data:`POSITION_SCHEMA`, :data:`TIES_SCHEMA`, :data:`RECOGNITION_SCHEMA`,
 :data:`AGREEMENT_SCHEMA`), each computed from one arm of :class:`AnalysisFrames`, one row per
-domain and a pooled ``"all"`` row. An estimate that cannot be computed (no parsed answers, a
-single level, a rank-deficient design) is NaN; a column whose input was not given (no
-contrasts table) is null.
+domain and a pooled ``"all"`` row; and two about the recognition probes themselves, per model:
+recognition by the position of the Fairness option (:data:`RECOGNITION_POSITION_SCHEMA`,
+:func:`recognition_by_position`) and its association with ties
+(:data:`RECOGNITION_TIES_SCHEMA`, :func:`recognition_ties`). An estimate that cannot be
+computed (no parsed answers, a single level, a rank-deficient design) is NaN; a column whose
+input was not given (no contrasts table) is null.
 
 Choices, and why:
 
@@ -52,6 +55,7 @@ Choices, and why:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Final
 
@@ -70,6 +74,7 @@ from cueaudit.decision.analysis.frames import ANSWER_KEY, PRIMARY, AnalysisFrame
 from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import InputError
+from cueaudit.stats.contingency import fisher_odds_ratio, mantel_haenszel
 from cueaudit.stats.mixed import fit_crossed_lmm
 from cueaudit.stats.proportions import wilson_interval
 from cueaudit.stats.robust import cluster_robust
@@ -115,16 +120,45 @@ TIES_SCHEMA: Final = {
     "ci_low": pl.Float64(),
     "ci_high": pl.Float64(),
 }
-RECOGNITION_SCHEMA: Final = {
-    "domain": pl.String(),
-    "bundle_type": pl.String(),
-    "probe": pl.String(),
+#: A recognition rate's columns (:func:`_recognition_counts` and :func:`_rates`).
+_RECOGNITION_RATE: Final = {
     "n": pl.Int64(),
     "n_recognised": pl.Int64(),
     "rate": pl.Float64(),
     "ci_low": pl.Float64(),
     "ci_high": pl.Float64(),
     "n_unparsed": pl.Int64(),
+}
+RECOGNITION_SCHEMA: Final = {
+    "domain": pl.String(),
+    "bundle_type": pl.String(),
+    "probe": pl.String(),
+    **_RECOGNITION_RATE,
+}
+RECOGNITION_POSITION_SCHEMA: Final = {
+    "model": pl.String(),
+    "bundle_type": pl.String(),
+    "fairness_position": pl.String(),
+    **_RECOGNITION_RATE,
+    "chi2": pl.Float64(),
+    "df": pl.Int64(),
+    "p_value": pl.Float64(),
+}
+RECOGNITION_TIES_SCHEMA: Final = {
+    "probe": pl.String(),
+    "model": pl.String(),
+    "bundle_type": pl.String(),
+    "n_pairs": pl.Int64(),
+    "n_strata": pl.Int64(),
+    "n_tied_recognised": pl.Int64(),
+    "n_tied_unrecognised": pl.Int64(),
+    "n_untied_recognised": pl.Int64(),
+    "n_untied_unrecognised": pl.Int64(),
+    "odds_ratio": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "p_value": pl.Float64(),
+    "method": pl.String(),
 }
 AGREEMENT_SCHEMA: Final = {
     "domain": pl.String(),
@@ -353,13 +387,22 @@ def position_effects(
     return pl.DataFrame(rows, schema=POSITION_SCHEMA)
 
 
+def answer_ties(
+    rankings: pl.DataFrame, by: Sequence[str] = ("domain", "bundle_type")
+) -> pl.DataFrame:
+    """One row per complete ranking answer: its ``by`` columns, :data:`ANSWER_KEY` and
+    ``tied``, whether it gave any two candidates the same rank."""
+    return (
+        complete_rankings(rankings)
+        .group_by([*by, *ANSWER_KEY])
+        .agg((pl.col("rank").n_unique() < pl.len()).alias("tied"))
+    )
+
+
 def tie_rates(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFrame:
     """TIES table: the share of complete ranking answers that tie any two candidates, per
     domain (and ``"all"``) and bundle type, with Wilson 95% intervals."""
-    sample = complete_rankings(frames.arm(arm).rankings)
-    answers = sample.group_by(["domain", "bundle_type", *ANSWER_KEY]).agg(
-        (pl.col("rank").n_unique() < pl.len()).alias("tied")
-    )
+    answers = answer_ties(frames.arm(arm).rankings)
     if answers.is_empty():
         return pl.DataFrame(schema=TIES_SCHEMA)
     counts = pl.concat(
@@ -389,7 +432,7 @@ def _rates(counts: pl.DataFrame, n: str, k: str, rate: str, order: list[str]) ->
         pl.Series("ci_low", low),
         pl.Series("ci_high", high),
     )
-    return counts.sort(pl.col("domain") == ALL, *order)
+    return counts.sort(*(e for c in order for e in (pl.col(c) == ALL, pl.col(c))))
 
 
 def recognition_rates(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFrame:
@@ -399,11 +442,7 @@ def recognition_rates(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFram
     probes = frames.arm(arm).probes
     if probes.is_empty():
         return pl.DataFrame(schema=RECOGNITION_SCHEMA)
-    aggs = (
-        pl.col("recognised").is_not_null().sum().alias("n"),
-        pl.col("recognised").sum().alias("n_recognised"),
-        pl.col("recognised").is_null().sum().alias("n_unparsed"),
-    )
+    aggs = _recognition_counts()
     counts = pl.concat(
         [
             probes.group_by("domain", "bundle_type", "probe").agg(*aggs),
@@ -413,6 +452,168 @@ def recognition_rates(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFram
     )
     rates = _rates(counts, "n", "n_recognised", "rate", ["domain", "bundle_type", "probe"])
     return rates.select(list(RECOGNITION_SCHEMA)).cast(RECOGNITION_SCHEMA)
+
+
+def _recognition_counts() -> tuple[pl.Expr, ...]:
+    return (
+        pl.col("recognised").is_not_null().sum().alias("n"),
+        pl.col("recognised").sum().alias("n_recognised"),
+        pl.col("recognised").is_null().sum().alias("n_unparsed"),
+    )
+
+
+def _margins(frame: pl.DataFrame, keys: Sequence[str], aggs: Sequence[pl.Expr]) -> pl.DataFrame:
+    """``aggs`` over every combination of ``keys``, each key also pooled (``"all"``)."""
+    parts = []
+    for pooled in itertools.product((False, True), repeat=len(keys)):
+        by = [k for k, all_ in zip(keys, pooled, strict=True) if not all_]
+        named = [
+            pl.lit(ALL, pl.String).alias(k) for k, all_ in zip(keys, pooled, strict=True) if all_
+        ]
+        parts.append(frame.group_by(by).agg(*named, *aggs) if by else frame.select(*named, *aggs))
+    return pl.concat(parts, how="diagonal")
+
+
+def _homogeneity(per_position: pl.DataFrame) -> tuple[float, int | None, float]:
+    """Pearson's chi-square test that recognition is the same at every position (a 2 x
+    positions table, no continuity correction): statistic, df, p; NaN where fewer than two
+    positions have answers or every answer (or none) recognised."""
+    table = np.vstack(
+        [
+            per_position["n_recognised"].to_numpy(),
+            (per_position["n"] - per_position["n_recognised"]).to_numpy(),
+        ]
+    )
+    table = table[:, table.sum(axis=0) > 0]
+    if table.shape[1] < 2 or (table.sum(axis=1) == 0).any():
+        return np.nan, None, np.nan
+    result = stats.chi2_contingency(table, correction=False)
+    return float(result.statistic), int(result.dof), float(result.pvalue)
+
+
+def recognition_by_position(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFrame:
+    """RECOGNITION_POSITION table: the forced choice's recognition rate per model, bundle type
+    and position at which its prompt listed the Fairness option (each also pooled as
+    ``"all"``; the ``"all"`` position is the overall rate), with Wilson 95% intervals.
+
+    The ``"all"`` position row of each model and bundle type also holds the chi-square test
+    of equal recognition at every position (:func:`_homogeneity`), reported, not asserted: the
+    rotation (:func:`cueaudit.decision.probes.option_orders`) balances positions within each
+    bundle type, domain and paraphrase to within one prompt, so pooling bundle types does not
+    confound position with them. Answers of prompts without a recorded position (tables built
+    before the options were rotated) are left out."""
+    probes = frames.arm(arm).probes.filter(
+        (pl.col("probe") == "choice") & pl.col("fairness_position").is_not_null()
+    )
+    if probes.is_empty():
+        return pl.DataFrame(schema=RECOGNITION_POSITION_SCHEMA)
+    keys = ["model", "bundle_type", "fairness_position"]
+    counts = _margins(
+        probes.with_columns(pl.col("fairness_position").cast(pl.String)),
+        keys,
+        _recognition_counts(),
+    )
+    rates = _rates(counts, "n", "n_recognised", "rate", keys)
+    tests = []
+    for (model, bundle_type), part in rates.group_by("model", "bundle_type", maintain_order=True):
+        chi2, df, p_value = _homogeneity(part.filter(pl.col("fairness_position") != ALL))
+        tests.append(
+            {"model": model, "bundle_type": bundle_type, "fairness_position": ALL}
+            | {"chi2": chi2, "df": df, "p_value": p_value}
+        )
+    tested = pl.DataFrame(
+        tests, schema={c: RECOGNITION_POSITION_SCHEMA[c] for c in (*keys, "chi2", "df", "p_value")}
+    )
+    return (
+        rates.join(tested, on=keys, how="left")
+        .select(list(RECOGNITION_POSITION_SCHEMA))
+        .cast(RECOGNITION_POSITION_SCHEMA)
+    )
+
+
+#: The 2 x 2 cells of RECOGNITION_TIES: (tied, recognised) of each paired answer.
+TIE_CELLS: Final = {
+    "n_tied_recognised": (True, True),
+    "n_tied_unrecognised": (True, False),
+    "n_untied_recognised": (False, True),
+    "n_untied_unrecognised": (False, False),
+}
+
+
+def _cells(pairs: pl.DataFrame) -> np.ndarray:
+    """The 2 x 2 table ``[[tied and recognised, tied only], [recognised only, neither]]``."""
+    counts = [
+        int(((pairs["tied"] == tied) & (pairs["recognised"] == known)).sum())
+        for tied, known in TIE_CELLS.values()
+    ]
+    return np.reshape(counts, (2, 2))
+
+
+def _association(pairs: pl.DataFrame) -> dict[str, object]:
+    """The pooled cells of ``pairs`` and the odds ratio of tying with recognising over its
+    (model, bundle type) strata in which both vary: Fisher's exact test for one, Mantel-Haenszel
+    for more, none (NaN) for none."""
+    tables = [
+        _cells(stratum)
+        for _, stratum in pairs.group_by("model", "bundle_type")
+        if stratum["tied"].n_unique() == 2 and stratum["recognised"].n_unique() == 2
+    ]
+    cells = dict(zip(TIE_CELLS, _cells(pairs).ravel().tolist(), strict=True))
+    row: dict[str, object] = {"n_pairs": pairs.height, "n_strata": len(tables), **cells}
+    if not tables:
+        return row | {"odds_ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p_value": np.nan}
+    single = len(tables) == 1
+    result = fisher_odds_ratio(tables[0], LEVEL) if single else mantel_haenszel(tables, LEVEL)
+    return row | {
+        "odds_ratio": result.estimate,
+        "ci_low": result.ci_low,
+        "ci_high": result.ci_high,
+        "p_value": result.p_value,
+        "method": "fisher_exact" if single else "mantel_haenszel",
+    }
+
+
+def recognition_ties(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFrame:
+    """RECOGNITION_TIES table: do the bundles a model ties also get recognised as an audit?
+
+    Each parsed probe answer is paired with the model's complete text-mode ranking answer to
+    the prompt the probe quotes (same model, seed, bundle and paraphrase). Per probe, model
+    and bundle type (each also pooled as ``"all"``): the 2 x 2 cells (tied x recognised) of
+    the pairs, and the odds ratio of recognising when tied over the (model, bundle type)
+    strata in which both tying and recognising vary (``n_strata``): for one stratum the
+    conditional MLE with its exact 95% interval and Fisher's exact p-value, for several the
+    Mantel-Haenszel ratio with the Robins-Breslow-Greenland interval and the
+    Cochran-Mantel-Haenszel p-value (:mod:`cueaudit.stats.contingency`); NaN where no stratum
+    varies (matched bundles, tied always). Stratifying keeps the bundle types apart: pooled,
+    the matched bundles (tied and recognised) alone would make an association. Pairs of one
+    bundle (seeds, paraphrases) are not independent, so the p-value describes, it does not
+    test; the association is reported, not asserted."""
+    part = frames.arm(arm)
+    answers = part.probes.filter(pl.col("recognised").is_not_null())
+    if answers.is_empty() or part.rankings.is_empty():
+        return pl.DataFrame(schema=RECOGNITION_TIES_SCHEMA)
+    keys = ["model", "seed", "bundle_id", "paraphrase"]
+    ties = answer_ties(
+        part.rankings.filter(pl.col("mode") == "text"), by=("bundle_id", "paraphrase")
+    )
+    pairs = answers.select(*keys, "probe", "bundle_type", "recognised").join(
+        ties.select(*keys, "tied"), on=keys
+    )
+    rows = []
+    for probe in sorted(pairs["probe"].unique().to_list()):
+        of_probe = pairs.filter(pl.col("probe") == probe)
+        models = [*sorted(of_probe["model"].unique().to_list()), ALL]
+        types = [*sorted(of_probe["bundle_type"].unique().to_list()), ALL]
+        for model, bundle_type in itertools.product(models, types):
+            sub = of_probe.filter(
+                (pl.lit(model == ALL) | (pl.col("model") == model))
+                & (pl.lit(bundle_type == ALL) | (pl.col("bundle_type") == bundle_type))
+            )
+            if not sub.is_empty():
+                rows.append(
+                    {"probe": probe, "model": model, "bundle_type": bundle_type} | _association(sub)
+                )
+    return pl.DataFrame(rows, schema=RECOGNITION_TIES_SCHEMA)
 
 
 # --- agreement -------------------------------------------------------------------------------

@@ -239,6 +239,14 @@ def write_instrument(
             instrument.format_agreement(frames),
             "Decision audit: tool-call versus text answers",
         ),
+        "recognition_position": (
+            instrument.recognition_by_position(frames),
+            "Decision audit: forced-choice recognition by the position of the Fairness option",
+        ),
+        "recognition_ties": (
+            instrument.recognition_ties(frames),
+            "Decision audit: recognition against ties, per bundle type and model",
+        ),
     }
     for name, (table, title) in tables.items():
         write_table(table, out[name], title)

@@ -52,8 +52,10 @@ Rank (competition ranks)
     A bundle type tied always (the matched ones, by default) carries no effect.
 Probes
     the probe recognises an audit (``"Fairness"`` / ``"fairness_bias"``) with the rate of
-    :attr:`SimulationSettings.recognition` for its probe and bundle type; otherwise one of the
-    other labels of the prompt file, at random.
+    :attr:`SimulationSettings.recognition` for its probe and bundle type, plus, for the forced
+    choice, :attr:`SimulationSettings.recognition_position_shift` at the position its prompt
+    lists the Fairness option (none by default: recognition does not depend on the position);
+    otherwise one of the other labels of the prompt file, at random.
 
 Any answer fails to parse with probability ``parse_failure`` (a null ``y``; a ranking with
 null ranks; a probe with a null label), independently of everything else, so it never biases
@@ -178,7 +180,10 @@ def _arm_design(
         )
         for t in ranked
     ]
-    probes = [t.select(*_DESIGN_COLUMNS, "probe", "bundle_type", "bundle_id") for t in probed]
+    probes = [
+        t.select(*_DESIGN_COLUMNS, "probe", "bundle_type", "bundle_id", "fairness_position")
+        for t in probed
+    ]
 
     def stack(parts: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
         if parts:
@@ -422,6 +427,10 @@ def _probes(
     for name, options in labels.items():
         here = probe == name
         rate = _lookup(rows["bundle_type"], settings.recognition.get(name, {}))
+        if name == "choice" and settings.recognition_position_shift:
+            position = rows["fairness_position"].cast(pl.String)
+            shifts = {str(k): v for k, v in settings.recognition_position_shift.items()}
+            rate = rate + _lookup(position, shifts)
         yes = [v for v in options if v in RECOGNISED_LABELS]
         others = np.asarray([v for v in options if v not in RECOGNISED_LABELS], dtype=object)
         if len(yes) != 1 or not len(others):

@@ -88,6 +88,9 @@ class SimulationSettings:
     ``failure_by_group`` adds to ``parse_failure`` per model and race or gender level, for
     Rate and Decide answers (``{"m1": {"Black": 0.2}}``: m1's answers about Black applicants
     fail 20 points more often): a differential non-response.
+    ``recognition_position_shift`` adds to the forced choice's recognition rate by the
+    position its prompt lists the Fairness option at (1 = first; none by default), a planted
+    position effect: every shifted rate must stay a probability.
     Resource paths are relative to ``root``.
     """
 
@@ -125,6 +128,7 @@ class SimulationSettings:
         default_factory=lambda: {p: dict(r) for p, r in RECOGNITION.items()}
     )
     points: str = POINTS_RULES[0]
+    recognition_position_shift: Mapping[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.models or len(set(self.models)) < len(self.models):
@@ -158,6 +162,7 @@ class SimulationSettings:
         for probe, rates in _mapping(self.recognition, "recognition").items():
             if any(not 0 <= v <= 1 for v in _mapping(rates, f"recognition.{probe}").values()):
                 raise InputError(SOURCE, "recognition rates are probabilities", "recognition")
+        self._check_position_shift()
         for key in self.planted:
             planted_group(key)
         self._check_failure_by_group()
@@ -182,6 +187,21 @@ class SimulationSettings:
             if any(v < 0 for v in extra.values()) or worst > 1:
                 raise InputError(
                     SOURCE, "failure probabilities must stay in [0, 1]", f"failure_by_group.{model}"
+                )
+
+    def _check_position_shift(self) -> None:
+        key = "recognition_position_shift"
+        shifts = _mapping(self.recognition_position_shift, key)
+        if any(isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in shifts):
+            raise InputError(SOURCE, "positions are integers from 1 (listed first)", key)
+        rates = self.recognition.get("choice", {}).values()
+        for position, shift in shifts.items():
+            if any(not 0 <= rate + shift <= 1 for rate in rates):
+                raise InputError(
+                    SOURCE,
+                    f"position {position}: shift {shift:g} takes a forced-choice recognition "
+                    "rate outside [0, 1]",
+                    key,
                 )
 
     def largest_scale(self, fmt: str) -> float:
