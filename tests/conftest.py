@@ -210,6 +210,7 @@ R_REFERENCE_MODULES = frozenset(
         "test_stats_robust.py",
         "test_stats_rologit.py",
         "test_stats_satterthwaite.py",
+        "test_stats_sequential.py",
     )
 )
 

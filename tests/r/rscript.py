@@ -3,7 +3,7 @@
 unnoticed).
 
 CI installs R from Debian: ``apt-get install -y --no-install-recommends r-base-core
-r-cran-lme4 r-cran-lmertest r-cran-clubsandwich r-cran-survival``.
+r-cran-lme4 r-cran-lmertest r-cran-clubsandwich r-cran-survival r-cran-rpact``.
 """
 
 from __future__ import annotations
