@@ -22,6 +22,9 @@ from cueaudit.study import InferenceTasks, Study
 #: What every decision inference job waits for: the check that the stimuli, the design and
 #: the planned family still match the pre-registration lock.
 PREREGISTRATION_CHECK: Final = "results/decision/preregistration.checked"
+#: The planner's table (workflow/rules/decision/plan.smk); inference waits for it when
+#: decision.plan.before_inference is set
+PLAN_TABLE: Final = "results/tables/decision_plan.csv"
 #: The stimulus files the lock binds, by role (config keys of ``decision:``; the prompt
 #: wording file comes from the design).
 REGISTERED_FILES: Final = (
@@ -84,6 +87,7 @@ def inference_tasks(config: Mapping[str, Any]) -> InferenceTasks:
     problems = list(_max_new_tokens_problems(config, set(arm_tasks)))
     if problems:
         raise InputError("config", "invalid configuration:\n  " + "\n  ".join(problems))
+    plan = [PLAN_TABLE] if decision["plan"]["before_inference"] else []
     tasks = {}
     for task, (kind, settings, arm) in arm_tasks.items():
         tasks[task] = {
@@ -91,7 +95,7 @@ def inference_tasks(config: Mapping[str, Any]) -> InferenceTasks:
             "answer": settings,
             "max_new_tokens": max_new_tokens(task, decision["max_new_tokens"]),
             "shards": decision["shards"],
-            "requires": [PREREGISTRATION_CHECK],
+            "requires": [PREREGISTRATION_CHECK, *plan],
         }
         models = arm_models(config, arm)
         if models != list(config["models"]):

@@ -115,6 +115,8 @@ DECISION_TABLES = {
 }
 # The recognition probes' own checks: by the Fairness option's position, and against ties.
 DECISION_TABLES["instrument"] += ["recognition_position", "recognition_ties"]
+# The power and sample-size planner, run on the simulator before any model call.
+DECISION_TABLES["plan"] = ["plan", "plan_cost"]
 DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]
 
 
@@ -143,6 +145,25 @@ def decision_all_tables():
 
 def decision_figures():
     return {name: f"results/figures/decision_{name}.png" for name in DECISION_FIGURES}
+
+
+def decision_max_new_tokens():
+    return {task: INFERENCE_TASKS[task]["max_new_tokens"] for task in decision_task_names()}
+
+
+def decision_plan_config():
+    """What the planner simulates and prices: the seeds, the decision block's design,
+    extensions, resources and plan settings, and the models' seeds, prices and throughput."""
+    block = config_slice(
+        decision_config(),
+        "design", "extensions", "models", "profiles", "name_pairs", "hobbies",
+        "neighbourhoods", "plan",
+    )
+    models = {
+        name: config_slice(spec, "seeds", "pricing", "throughput")
+        for name, spec in config["models"].items()
+    }
+    return {"seeds": config["seeds"], "models": models, "decision": block}
 
 
 def decision_analysis_settings():

@@ -29,6 +29,7 @@ from cueaudit.decision.analysis import (
     figures,
     instrument,
     nonresponse,
+    planner,
     planted,
     robustness,
     simulation_settings,
@@ -259,3 +260,39 @@ def write_figures(tables: Mapping[str, str], out: Mapping[str, str]) -> None:
     figures.plot_position_vs_demographic(read["position"], read["contrasts"], out["position"])
     figures.plot_tie_recognition(read["ties"], read["recognition"], out["ties_recognition"])
     figures.plot_nonresponse(read["nonresponse"], out["nonresponse"])
+
+
+def write_plan(
+    *,
+    config: Mapping[str, Any],
+    preregistration: str,
+    prompt_tables: Mapping[str, str],
+    max_new_tokens: Mapping[str, int],
+    out: Mapping[str, str],
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The planner's tables before any model call: per planned contrast its power, MDE,
+    equivalence floor and the units that bring the floor under the margin, on studies of
+    the configured design simulated at ``decision.plan.effects``; and the design's cost per
+    model and task. ``config`` holds ``seeds``, the models' blocks and the decision block."""
+    plan = config["decision"]["plan"]
+    settings = simulation_settings.from_config(config)
+    table = planner.plan_contrasts(
+        settings,
+        load_preregistration(preregistration),
+        studies=plan["studies"],
+        effects=plan["effects"],
+        seed=plan["seed"],
+    )
+    write_table(table, out["plan"], "Decision audit: planned power, floors and extra units")
+    runs = {
+        model: config["models"][model].get("seeds", config["seeds"]) for model in settings.models
+    }
+    cost = planner.plan_cost(
+        prompt_tables,
+        runs,
+        config["models"],
+        max_new_tokens,
+        tokens_per_char=plan["tokens_per_char"],
+    )
+    write_table(cost, out["plan_cost"], "Decision audit: planned requests, tokens and cost")
+    return table, cost
