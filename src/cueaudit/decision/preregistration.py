@@ -28,6 +28,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from cueaudit.decision.formats import DOMAINS, FORMATS, yaml_problem
 from cueaudit.errors import InputError
 from cueaudit.inference.core import canonical_json
 from cueaudit.io import write_text
+from cueaudit.stats.sequential import SPENDING
 
 REQUIRED = ("alpha", "primary", "family", "equivalence_margins")
 #: The levels each contrast dimension may name.
@@ -64,12 +66,26 @@ class PlannedContrast:
 
 
 @dataclass(frozen=True)
+class SequentialPlan:
+    """Top-up arms analysed as pre-registered looks: look 1 is the primary design, look
+    ``k + 1`` adds ``arms[k]``'s rows (each an extension of the same construction), at the
+    planned information ``fractions``; the boundaries come from Lan-DeMets ``spending``
+    (:mod:`cueaudit.stats.sequential`) at the pre-registration's alpha, two-sided."""
+
+    arms: tuple[str, ...]
+    cells: tuple[tuple[str, str], ...]
+    fractions: tuple[float, ...]
+    spending: str
+
+
+@dataclass(frozen=True)
 class Preregistration:
     alpha: float
     primary: Mapping[str, Any]
     contrasts: tuple[PlannedContrast, ...]
     margins: Mapping[str, float | None]
     power: float
+    sequential: SequentialPlan | None = None
 
 
 def file_sha256(path: str | Path) -> str:
@@ -145,6 +161,63 @@ def load_preregistration(path: str | Path) -> Preregistration:
         contrasts=tuple(contrasts),
         margins={fmt: margins.get(fmt) for fmt in FORMATS},
         power=_fraction(raw.get("power", 0.80), source, "power"),
+        sequential=_sequential(raw.get("sequential"), source, domains, formats),
+    )
+
+
+SEQUENTIAL_KEYS = ("arms", "cells", "information_fractions", "spending")
+
+
+def _sequential(
+    value: Any, source: str, domains: Sequence[str], formats: Sequence[str]
+) -> SequentialPlan | None:
+    """The ``sequential`` block: ``arms`` (the top-up extensions in look order), ``cells``
+    (``domain.format`` of the planned family they add to), ``information_fractions`` (one
+    per look, increasing to 1) and ``spending`` (obrien_fleming or pocock)."""
+    if value is None:
+        return None
+    block = _mapping(value, source, "sequential", SEQUENTIAL_KEYS)
+    arms = block["arms"]
+    if not (isinstance(arms, list) and arms and all(isinstance(a, str) and a for a in arms)):
+        raise InputError(
+            source, f"a non-empty list of extension names, got {arms!r}", "sequential.arms"
+        )
+    if len(set(arms)) < len(arms) or "primary" in arms:
+        raise InputError(
+            source, f"distinct extension arms (not primary), got {arms}", "sequential.arms"
+        )
+    cells = []
+    for cell in block["cells"] if isinstance(block["cells"], list) else [None]:
+        parts = cell.split(".") if isinstance(cell, str) else []
+        if len(parts) != 2 or parts[0] not in domains or parts[1] not in formats:
+            raise InputError(
+                source,
+                f"{cell!r} is not a planned cell domain.format ({domains} x {formats})",
+                "sequential.cells",
+            )
+        cells.append((parts[0], parts[1]))
+    fractions = block["information_fractions"]
+    ok = (
+        isinstance(fractions, list)
+        and len(fractions) == len(arms) + 1
+        and all(_is_number(f) for f in fractions)
+        and all(a < b for a, b in pairwise(fractions))
+        and fractions[0] > 0
+        and fractions[-1] == 1
+    )
+    if not ok:
+        raise InputError(
+            source,
+            f"one fraction per look ({len(arms) + 1}: the primary design, then each arm), "
+            f"increasing within (0, 1] and ending at 1, got {fractions!r}",
+            "sequential.information_fractions",
+        )
+    if block["spending"] not in SPENDING:
+        raise InputError(
+            source, f"{block['spending']!r} is not one of {list(SPENDING)}", "sequential.spending"
+        )
+    return SequentialPlan(
+        tuple(arms), tuple(cells), tuple(float(f) for f in fractions), block["spending"]
     )
 
 

@@ -4,6 +4,7 @@
 from cueaudit.decision import study as decision_study  # noqa: E402
 from cueaudit.decision.formats import DEFAULT_PROMPTS  # noqa: E402
 from cueaudit.decision.prompts import PRIMARY, expected_counts  # noqa: E402
+from cueaudit.decision.preregistration import load_preregistration  # noqa: E402
 from cueaudit.decision.study import PREREGISTRATION_CHECK, REGISTERED_FILES  # noqa: E402
 
 # Written once by freeze_preregistration and never a rule output (Snakemake deletes a job's
@@ -66,7 +67,25 @@ def decision_registered_design():
             decision_config(), "profiles_format", "strip_suffixes", "audit_cues", "allowed_phrases"
         ),
         "analysis": config_slice(analysis, "rank_points", "composition_alpha"),
+        **decision_sequential_arms(),
     }
+
+
+def decision_sequential_arms():
+    """The top-up arms a pre-registered sequential plan names, bound by the lock like the
+    primary design (nothing when the pre-registration has no plan)."""
+    path = config["decision"]["preregistration"]
+    plan = load_preregistration(path).sequential if Path(path).is_file() else None
+    if plan is None:
+        return {}
+    unknown = [arm for arm in plan.arms if arm not in decision_extensions()]
+    if unknown:
+        raise InputError(
+            path,
+            f"top-up arms {unknown} are not extensions of decision.extensions",
+            "sequential.arms",
+        )
+    return {"sequential_arms": {arm: decision_extensions()[arm] for arm in plan.arms}}
 
 
 def decision_answer_folders():
@@ -115,6 +134,8 @@ DECISION_TABLES = {
 }
 # The recognition probes' own checks: by the Fairness option's position, and against ties.
 DECISION_TABLES["instrument"] += ["recognition_position", "recognition_ties"]
+# The looks of a sequential top-up declared in the pre-registration.
+DECISION_TABLES["contrasts"].append("sequential")
 # The power and sample-size planner, run on the simulator before any model call.
 DECISION_TABLES["plan"] = ["plan", "plan_cost"]
 DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]

@@ -9,9 +9,9 @@ The rules run in this order, each reading only files the one before wrote:
    :func:`write_nonresponse`: differential non-response by group, per model and format (a
    finding the contrast tables are flagged with, or a stop when the config asks);
 3. :func:`write_contrasts` (pre-registered contrasts, interactions, the placebo cell's
-   false-positive check, leave-one-out), :func:`write_planted` and :func:`write_instrument`
-   (position, ties, recognition, text versus tool), each a CSV + Markdown table that the
-   database loads;
+   false-positive check, leave-one-out, the looks of a sequential top-up),
+   :func:`write_planted` and :func:`write_instrument` (position, ties, recognition, text
+   versus tool), each a CSV + Markdown table that the database loads;
 4. :func:`write_figures`.
 """
 
@@ -32,6 +32,7 @@ from cueaudit.decision.analysis import (
     planner,
     planted,
     robustness,
+    sequential,
     simulation_settings,
 )
 from cueaudit.decision.analysis.frames import (
@@ -41,7 +42,12 @@ from cueaudit.decision.analysis.frames import (
     AnalysisFrames,
     load_frames,
 )
-from cueaudit.decision.preregistration import Registration, load_preregistration, status
+from cueaudit.decision.preregistration import (
+    Preregistration,
+    Registration,
+    load_preregistration,
+    status,
+)
 from cueaudit.decision.views import register_views
 from cueaudit.io import write_parquet
 from cueaudit.report import write_table
@@ -188,6 +194,25 @@ def write_contrasts(
         out["extension_contrasts"],
         "Decision audit: the planned contrasts re-estimated in each extension (not pre-registered)",
     )
+    write_sequential(frames, prereg, registration, lock, out["sequential"])
+    return table
+
+
+def write_sequential(
+    frames: AnalysisFrames,
+    prereg: Preregistration,
+    registration: Registration,
+    lock: str,
+    out: str,
+) -> pl.DataFrame:
+    """The looks of the pre-registration's ``sequential`` plan (:mod:`.sequential`; empty
+    without one), labelled pre-registered while the lock holds and every analysed answer of
+    the primary design and of the top-up arms postdates it."""
+    arms = prereg.sequential.arms if prereg.sequential is not None else ()
+    times = [t for arm in (PRIMARY, *arms) for t in answered_at(frames, arm)]
+    state = status(registration, lock, answered_at=times)
+    table = sequential.sequential_looks(frames, prereg, pre_registered=state)
+    write_table(table, out, "Decision audit: pre-registered sequential looks (alpha spending)")
     return table
 
 
