@@ -96,7 +96,7 @@ def test_the_slice_runs_end_to_end_with_the_counts_it_printed(
     assert rate == [("borderline", 3), ("clear_no", 2), ("clear_yes", 3)]
     # no profile carries the vignette suffix into a prompt, and each is AgentFairBench's
     shown = pl.read_parquet(tmp_path / "results/prompts/decision_rate_text.parquet")
-    assert shown["profile_id"].str.starts_with("lend_").all()
+    assert shown["profile_id"].str.starts_with("loan_").all()
     assert not shown["text"].str.contains("PHI", literal=True).any()
     # the analyses ran on real rows
     summary = pl.read_csv(tmp_path / "results/tables/decision_outcome_summary.csv")
