@@ -7,8 +7,9 @@ millions of requests whose size is not confirmed), extension names that would es
 or replace the pre-registered arm (a path, a space, "primary"), a configured resource file
 that does not exist, six ``--configfile`` files Snakemake would report without the file and
 line, with a traceback, or not at all (a YAML syntax error, a tab, a Python tag, an empty
-file, a missing file, a folder), a stale installed copy of the library first on the path, and a hobby and a neighbourhood
-that carry a demographic cue (the build rule itself runs: no dry run reaches the check).
+file, a missing file, a folder), a stale installed copy of the library first on the path,
+and a hobby and a neighbourhood that carry a demographic cue (the build rule itself runs: no
+dry run reaches the check).
 Snakemake loads ``--configfile`` files while it parses its command line, before the
 Snakefile; the workflow profile reads them first (cueaudit.config.stop_on_bad_configfiles).
 Other config cases: tests/e2e/test_config_errors.py.
