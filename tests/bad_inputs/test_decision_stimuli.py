@@ -149,7 +149,7 @@ BUILD_CASES = [
             "profiles.jsonl": "\n".join(
                 line
                 for line in SHIPPED["profiles.jsonl"].read_text().splitlines()
-                if '"tier": "clear_no"' not in line or '"hiring-cn-01"' in line
+                if '"tier": "clear_no"' not in line or '"hiring-09"' in line
             )
             + "\n"
         },

@@ -1,13 +1,15 @@
 """Bad inputs through the workflow (``snakemake --dry-run``): the exit code, the library's
 message on the console, and ``results/`` left as it was.
 
-Cases (15): decision design settings the library rejects while the workflow is parsed (bundle
+Cases (17): decision design settings the library rejects while the workflow is parsed (bundle
 sizes, more paraphrases than the prompts file has, a misspelt max_new_tokens task, a design of
 millions of requests whose size is not confirmed), extension names that would escape results/
 or replace the pre-registered arm (a path, a space, "primary"), a configured resource file
 that does not exist, six ``--configfile`` files Snakemake would report without the file and
 line, with a traceback, or not at all (a YAML syntax error, a tab, a Python tag, an empty
-file, a missing file, a folder), and a stale installed copy of the library first on the path.
+file, a missing file, a folder), a stale installed copy of the library first on the path,
+and a hobby and a neighbourhood that carry a demographic cue (the build rule itself runs: no
+dry run reaches the check).
 Snakemake loads ``--configfile`` files while it parses its command line, before the
 Snakefile; the workflow profile reads them first (cueaudit.config.stop_on_bad_configfiles).
 Other config cases: tests/e2e/test_config_errors.py.
@@ -197,3 +199,39 @@ def test_the_workflow_uses_the_checkouts_library_not_an_installed_copy(
     result = run_snakemake(tmp_path, "--dry-run", check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "a stale cueaudit" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("key", "line", "token"),
+    [
+        pytest.param(
+            "hobbies", "bowling with Latoya", "the name 'Latoya'", id="workflow-hobby-with-a-name"
+        ),
+        pytest.param(
+            "neighbourhoods",
+            "a street in Harlem",
+            "the demographic term 'Harlem'",
+            id="workflow-neighbourhood-with-a-term",
+        ),
+    ],
+)
+def test_a_cue_in_an_attribute_list_stops_the_prompt_build(
+    tmp_path: Path, run_snakemake: SnakemakeRunner, key: str, line: str, token: str
+) -> None:
+    """The workflow's build rule refuses a planted cue in either attribute list, naming the
+    file, the line and the token, and writes no prompt table."""
+    config = decision_config()
+    shipped = Path(config["decision"][key]).read_text(encoding="utf-8")
+    planted = tmp_path / f"{key}.txt"
+    planted.write_text(shipped + line + "\n", encoding="utf-8")
+    config["decision"][key] = str(planted)
+    write_config(tmp_path, config)
+    results = seeded_results(tmp_path)
+    before = snapshot(results)
+    result = run_snakemake(tmp_path, "results/prompts/decision_rate_text.parquet", check=False)
+    assert result.returncode == 1
+    number = len(shipped.splitlines()) + 1
+    message = f"attribute {planted}:{number}: field 'entry': contains {token}"
+    log = (tmp_path / "logs/decision/build_decision_prompts.log").read_text(encoding="utf-8")
+    assert message in log, log[-2000:]
+    assert snapshot(results) == before

@@ -14,7 +14,6 @@ from typing import Any
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
 from cueaudit.decision.profiles import (
-    TIERS,
     check_attribute_list,
     check_profile_texts,
     load_profiles,
@@ -70,18 +69,25 @@ def write_decision_prompts(
         "profiles": profiles_path,
     }
     tables = {}
+    tiers = tier_counts(profiles)
+    source = str(profiles_path)
     for arm, design in designs.items():
+        # the tier rule's error names the file itself; the design's errors name theirs here
+        expected = {
+            arm_task(t, arm): n
+            for t, n in expected_counts(design, tiers, profiles_file=source).items()
+        }
         try:
-            built = build_decision_prompts(profiles, pairs, hobbies, neighbourhoods, design, arm)
+            built = build_decision_prompts(
+                profiles, pairs, hobbies, neighbourhoods, design, arm, profiles_file=source
+            )
         except InputError as error:
             raise _naming_the_file(error, files) from error
-        expected = {arm_task(t, arm): n for t, n in expected_counts(design).items()}
         wrong = {t: (built[t].height, n) for t, n in expected.items() if built[t].height != n}
         if wrong:
             raise InputError(
                 f"decision design ({arm})",
-                f"row counts (built, expected) differ: {wrong}"
-                + _count_cause(profiles, pairs, design),
+                f"row counts (built, expected) differ: {wrong}" + _count_cause(pairs, design),
             )
         tables.update(built)
     missing = sorted(set(out_paths) - set(tables))
@@ -93,19 +99,10 @@ def write_decision_prompts(
     return {task: tables[task].height for task in out_paths}
 
 
-def _count_cause(profiles: Any, pairs: Any, design: Mapping[str, Any]) -> str:
-    """Why a table is short: a domain x tier with fewer profiles, or a race x gender cell with
-    fewer name pairs, than the design crosses."""
+def _count_cause(pairs: Any, design: Mapping[str, Any]) -> str:
+    """Why a table is short: a race x gender cell with fewer name pairs than the design
+    crosses (a tier with fewer profiles is refused by the tier rule before)."""
     cfg = DesignSettings.of(design)
-    counts = tier_counts(profiles)
-    for domain in cfg.domains:
-        for tier in TIERS:
-            n = counts.get(domain, {}).get(tier, 0)
-            if n < cfg.profiles_per_tier:
-                return (
-                    f": {domain}/{tier} has {n} profiles, profiles_per_tier asks for "
-                    f"{cfg.profiles_per_tier}"
-                )
     for (race, gender), cell in pairs.group_by("race", "gender"):
         if cell.height < cfg.names_per_cell:
             return (

@@ -39,7 +39,7 @@ from typing import Any, Final, NamedTuple
 
 import polars as pl
 
-from cueaudit.decision import design, probes
+from cueaudit.decision import design, probes, tiers
 from cueaudit.decision.formats import (
     DEFAULT_PROMPTS,
     DOMAINS,
@@ -50,7 +50,6 @@ from cueaudit.decision.formats import (
     render_bundle,
     render_single,
 )
-from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import InputError
 from cueaudit.parsing import get_kind
 from cueaudit.prompts import stable_uid
@@ -194,12 +193,19 @@ class DesignSettings:
     )
     replicates: int = 1
     probe_bundles: int = 24
+    tier_rule: str = tiers.DEFAULT_TIER_RULE
+
+    @property
+    def crosses_profiles(self) -> bool:
+        """Whether the design has a Rate or Decide task (profiles crossed with names)."""
+        return any(TASKS[t].format in ("rate", "decide") for t in self.tasks)
 
     @classmethod
     def of(cls, settings: Mapping[str, Any]) -> DesignSettings:
         """Read the keys ``prompts, seed, domains, tasks, paraphrases, profiles_per_tier,
         names_per_cell, bundles_per_type (an int or one per bundle type), replicates,
-        probe_bundles``; other keys are ignored (they belong to other parts of the study)."""
+        probe_bundles, tier_rule`` (:mod:`cueaudit.decision.tiers`); other keys are ignored
+        (they belong to other parts of the study)."""
         prompts = settings.get("prompts", DEFAULT_PROMPTS)
         if not isinstance(prompts, str) or not prompts:
             raise InputError("decision settings", "a path", "prompts")
@@ -214,22 +220,54 @@ class DesignSettings:
             bundles_per_type=design.bundle_sizes(settings.get("bundles_per_type", 24)),
             replicates=_integer(settings, "replicates", 1, 1),
             probe_bundles=_integer(settings, "probe_bundles", 24, 0),
+            tier_rule=tiers.check_tier_rule(settings.get("tier_rule", tiers.DEFAULT_TIER_RULE)),
         )
 
     def probed(self, bundle_type: str) -> int:
         return min(self.probe_bundles, self.bundles_per_type[bundle_type])
 
 
-def expected_counts(settings: Mapping[str, Any]) -> dict[str, int]:
-    """The number of rows each task's table has in the design the settings describe."""
+def expected_counts(
+    settings: Mapping[str, Any],
+    tier_counts: tiers.TierCounts | None = None,
+    *,
+    profiles_file: str = "profiles",
+) -> dict[str, int]:
+    """The number of rows each task's table has in the design the settings describe, on a
+    profile file (``profiles_file``, named in errors) with ``tier_counts`` profiles per domain
+    and tier (:func:`cueaudit.decision.profiles.tier_counts`; default: ``profiles_per_tier``
+    in every tier), under the design's ``tier_rule`` (:mod:`cueaudit.decision.tiers`)."""
     cfg = DesignSettings.of(settings)
     cells = len(design.RACES) * len(design.GENDERS) * cfg.names_per_cell
-    crossed = len(cfg.domains) * len(TIERS) * cfg.profiles_per_tier * cells
+    if tier_counts is None:
+        tier_counts = tiers.nominal_tier_counts(cfg.domains, cfg.profiles_per_tier)
+    per_tier = tiers.crossed_per_tier(
+        tier_counts,
+        domains=cfg.domains,
+        rule=cfg.tier_rule,
+        profiles_per_tier=cfg.profiles_per_tier,
+        source=profiles_file,
+        crossing=cfg.crosses_profiles,
+    )
+    crossed = sum(n for counts in per_tier.values() for n in counts.values()) * cells
     per_domain = len(cfg.domains) * cfg.replicates
     bundles = per_domain * sum(cfg.bundles_per_type.values())
     probed = per_domain * sum(cfg.probed(t) for t in design.BUNDLE_TYPES)
     rows = {"rate": crossed, "decide": crossed, "rank": bundles, "probe": probed}
     return {task: rows[TASKS[task].format] * cfg.paraphrases for task in cfg.tasks}
+
+
+def tier_summary(settings: Mapping[str, Any], tier_counts: tiers.TierCounts) -> str:
+    """The profiles per tier the design uses on a file of ``tier_counts``
+    (:func:`cueaudit.decision.tiers.describe_tiers`), printed with the expected counts."""
+    cfg = DesignSettings.of(settings)
+    return tiers.describe_tiers(
+        tier_counts,
+        domains=cfg.domains,
+        rule=cfg.tier_rule,
+        profiles_per_tier=cfg.profiles_per_tier,
+        crossing=cfg.crosses_profiles,
+    )
 
 
 def task_answers(settings: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -275,14 +313,11 @@ def _paraphrases(resources: PromptResources, n: int) -> dict[str, tuple[str, ...
 
 
 def _crossed(profiles: pl.DataFrame, name_pairs: pl.DataFrame, cfg: DesignSettings) -> pl.DataFrame:
-    """The first ``profiles_per_tier`` profiles (by id) of each domain and tier crossed with
-    the first ``names_per_cell`` name pairs (by rank) of each race and gender."""
-    chosen = (
-        profiles.filter(pl.col("domain").is_in(cfg.domains))
-        .sort("domain", "tier", "profile_id")
-        .group_by("domain", "tier", maintain_order=True)
-        .head(cfg.profiles_per_tier)
-        .select("domain", "profile_id", "tier", "title", "text")
+    """The profiles the tier rule gives Rate and Decide (``profiles``:
+    :attr:`tiers.TierSelection.crossed`) crossed with the first ``names_per_cell`` name pairs
+    (by rank) of each race and gender."""
+    chosen = profiles.sort("domain", "tier", "profile_id").select(
+        "domain", "profile_id", "tier", "title", "text"
     )
     names = (
         name_pairs.sort("race", "gender", "name_rank", "pair_id")
@@ -424,29 +459,43 @@ def build_decision_prompts(
     neighbourhoods: Sequence[str],
     settings: Mapping[str, Any],
     arm: str = PRIMARY,
+    *,
+    profiles_file: str = "profiles",
 ) -> dict[str, pl.DataFrame]:
     """The prompt table of each task in ``settings["tasks"]`` (all of :data:`TASKS` by
     default), in that order, keyed by the arm's task names (:func:`arm_task`). An extension
     arm's prompts get their own ids, so its rows never mix with the primary design's.
 
     Rate and Decide cross the chosen profiles and name pairs (:class:`DesignSettings`);
-    bundles (:func:`cueaudit.decision.design.build_bundles`) draw on every profile of the
-    domain and every name pair, and must pass :func:`~cueaudit.decision.design.check_design`.
+    bundles (:func:`cueaudit.decision.design.build_bundles`) draw on the profiles the tier
+    rule keeps (:func:`cueaudit.decision.tiers.select_profiles`; every profile of the domain
+    unless ``tier_rule: smallest``) and every name pair, and must pass
+    :func:`~cueaudit.decision.design.check_design`. ``profiles_file`` names the file in an
+    error about its tiers.
     """
     cfg = DesignSettings.of(settings)
     resources = load_prompt_resources(cfg.prompts)
     design.check_profiles(profiles)
     design.check_name_pairs(name_pairs)
     paraphrases = _paraphrases(resources, cfg.paraphrases)
+    selection = tiers.select_profiles(
+        profiles,
+        domains=cfg.domains,
+        rule=cfg.tier_rule,
+        profiles_per_tier=cfg.profiles_per_tier,
+        seed=cfg.seed,
+        source=profiles_file,
+        crossing=cfg.crosses_profiles,
+    )
     tables: dict[str, pl.DataFrame] = {}
     single = [t for t in cfg.tasks if TASKS[t].format in ("rate", "decide")]
     if single:
-        crossed = _crossed(profiles, name_pairs, cfg)
+        crossed = _crossed(selection.crossed, name_pairs, cfg)
         for task in single:
             tables[task] = _single_table(task, crossed, resources, paraphrases[TASKS[task].format])
     if len(tables) < len(cfg.tasks):
         bundles = design.build_bundles(
-            profiles,
+            selection.bundled,
             name_pairs,
             hobbies,
             neighbourhoods,

@@ -3,8 +3,9 @@
 
 from cueaudit.decision import study as decision_study  # noqa: E402
 from cueaudit.decision.formats import DEFAULT_PROMPTS  # noqa: E402
-from cueaudit.decision.prompts import PRIMARY, expected_counts  # noqa: E402
 from cueaudit.decision.preregistration import load_preregistration  # noqa: E402
+from cueaudit.decision.prompts import PRIMARY, expected_counts, tier_summary  # noqa: E402
+from cueaudit.decision.tiers import profile_tier_counts  # noqa: E402
 from cueaudit.decision.study import PREREGISTRATION_CHECK, REGISTERED_FILES  # noqa: E402
 
 # Written once by freeze_preregistration and never a rule output (Snakemake deletes a job's
@@ -199,8 +200,12 @@ def decision_request_count():
     """The design's size per arm and in total; stops the workflow when the config's
     `expected_requests` says otherwise."""
     lines, total = [], 0
+    profiles = decision_config()["profiles"]
+    tiers = profile_tier_counts(
+        profiles, decision_config()["profiles_format"], decision_config()["strip_suffixes"]
+    )
     for arm, design in decision_arms().items():
-        counts = expected_counts(design)
+        counts = expected_counts(design, tiers, profiles_file=profiles)
         per_run = sum(counts.values())
         runs = len(model_seed_pairs(decision_arm_models(arm)))
         listed = ", ".join(f"{task} {n}" for task, n in counts.items())
@@ -209,6 +214,7 @@ def decision_request_count():
             f"{name}: {per_run} prompts per model x seed ({listed}); "
             f"{runs} model x seed runs: {per_run * runs} requests"
         )
+        lines.append(f"{name}: {tier_summary(design, tiers)}")
         total += per_run * runs
     lines.append(f"decision audit in total: {total} requests")
     expected = decision_config().get("expected_requests")

@@ -20,6 +20,7 @@ from cueaudit.decision.analysis.frames import POINTS_RULES, PRIMARY
 from cueaudit.decision.design import BUNDLE_TYPES, GENDERS, RACES
 from cueaudit.decision.profiles import TIERS
 from cueaudit.decision.prompts import expected_counts
+from cueaudit.decision.tiers import profile_tier_counts
 from cueaudit.errors import InputError
 
 SOURCE: Final = "simulation settings"
@@ -286,8 +287,12 @@ def planted_group(key: tuple[str, str, str]) -> tuple[str, str]:
 
 def request_counts(settings: SimulationSettings) -> dict[str, int]:
     """Requests (answers before exploding rankings) of each arm: prompts x models x seeds."""
+    profiles = settings.path(settings.profiles)
+    tiers = profile_tier_counts(profiles)
     return {
-        arm: sum(expected_counts(design).values()) * len(models) * len(settings.seeds)
+        arm: sum(expected_counts(design, tiers, profiles_file=str(profiles)).values())
+        * len(models)
+        * len(settings.seeds)
         for arm, (design, models) in settings.arms().items()
     }
 
