@@ -116,6 +116,12 @@ DECISION_TABLES = {
 # The recognition probes' own checks: by the Fairness option's position, and against ties.
 DECISION_TABLES["instrument"] += ["recognition_position", "recognition_ties"]
 DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]
+# Per model, mode and paraphrase (exploratory): the contrasts, their heterogeneity, race x
+# gender cells and the mode differences of each contrast; the per-model forest.
+DECISION_TABLES["heterogeneity"] = [
+    "contrasts_by", "heterogeneity", "intersectional", "mode_differences"
+]
+DECISION_FIGURES += ["forest_by_model"]
 
 
 def decision_tables(rule_name):
