@@ -174,7 +174,7 @@ def test_every_format_and_probe_produces_outcomes(
     assert ((measured["recovered_sd"] - measured["planted_sd"]).abs() > 1e-9).all()
     real = measured.filter(pl.col("source") == "real")
     assert (real["n_changed"] > 0).any() and (real["n_unparsed"] == 0).all()
-    by_model = con.sql("SELECT * FROM decision_contrasts_by WHERE by = 'model'").pl()
+    by_model = con.sql("SELECT * FROM decision_contrasts_by WHERE \"by\" = 'model'").pl()
     assert by_model.height == 12 and by_model["label"].str.starts_with("exploratory").all()
     placebo = con.sql("SELECT * FROM decision_placebo WHERE domain = 'hiring'").pl()
     assert set(placebo["estimator"]) == {"lmm", "rologit"} and "all" in set(placebo["mode"])
