@@ -39,6 +39,8 @@ ANALYSIS_TABLES = [
     "recognition",
     "agreement",
 ]
+# Per model, mode and paraphrase (exploratory), and the per-model forest.
+ANALYSIS_TABLES += ["contrasts_by", "heterogeneity", "intersectional", "mode_differences"]
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")
 
 
@@ -140,7 +142,8 @@ def test_every_format_and_probe_produces_outcomes(
     tables = {r[0] for r in con.sql("SHOW TABLES").fetchall()}
     for name in ANALYSIS_TABLES:
         assert f"decision_{name}" in tables, name
-    for name in ("forest", "planted", "position", "ties_recognition", "nonresponse"):
+    for name in ("forest", "planted", "position", "ties_recognition", "nonresponse",
+                 "forest_by_model"):  # fmt: skip
         assert (workdir / f"results/figures/decision_{name}.png").stat().st_size > 10_000
     family = con.sql("SELECT * FROM decision_contrasts WHERE in_family").pl()
     assert family.height == 36 and family["pre_registered"].all()
@@ -171,6 +174,8 @@ def test_every_format_and_probe_produces_outcomes(
     assert ((measured["recovered_sd"] - measured["planted_sd"]).abs() > 1e-9).all()
     real = measured.filter(pl.col("source") == "real")
     assert (real["n_changed"] > 0).any() and (real["n_unparsed"] == 0).all()
+    by_model = con.sql("SELECT * FROM decision_contrasts_by WHERE \"by\" = 'model'").pl()
+    assert by_model.height == 12 and by_model["label"].str.starts_with("exploratory").all()
     placebo = con.sql("SELECT * FROM decision_placebo WHERE domain = 'hiring'").pl()
     assert set(placebo["estimator"]) == {"lmm", "rologit"} and "all" in set(placebo["mode"])
     con.close()

@@ -59,7 +59,7 @@ from scipy import linalg, optimize, sparse, stats
 
 from cueaudit.errors import InputError
 from cueaudit.stats import numdiff
-from cueaudit.stats.multiplicity import TTest, t_test
+from cueaudit.stats.multiplicity import TTest, WaldTest, f_test, t_test, wald_statistic
 
 MAX_DENSE_LEVELS = 5000  # levels outside the largest factor that the dense step accepts
 SINGLE_THREAD_BELOW = 1000  # reduced systems smaller than this run on one BLAS thread
@@ -137,6 +137,34 @@ class MixedResult:
         denominator = float(grad @ a @ grad)
         df = 2.0 * variance**2 / denominator if denominator > 0 else np.inf
         return t_test(float(c @ self.coef), float(np.sqrt(variance)), df)
+
+    def wald_test(self, matrix: np.ndarray) -> WaldTest:
+        """The joint F test of ``matrix @ coef = 0`` (one row per hypothesis) with
+        Satterthwaite's denominator degrees of freedom, lmerTest's ``contestMD``: in the
+        eigenbasis of ``L C L'`` each independent direction has its Satterthwaite df
+        ``nu_m`` (:meth:`test`), and ``df2 = 2 E / (E - q)`` with ``E = sum nu_m / (nu_m - 2)``
+        (2 when some ``nu_m <= 2``; the common value when all are equal; ``nu`` itself for one
+        row)."""
+        f, rotated = wald_statistic(self.coef, self.cov, matrix)
+        q = len(rotated)
+        if q == 0:
+            return f_test(np.nan, 0, np.nan)
+        nu = np.array([self.test(row).df for row in rotated])
+        return f_test(f, q, satterthwaite_f_df(nu))
+
+
+def satterthwaite_f_df(nu: np.ndarray, tol: float = 1e-8) -> float:
+    """lmerTest's ``get_Fstat_ddf``: the denominator df of an F test from the Satterthwaite
+    df of its independent directions."""
+    nu = np.asarray(nu, dtype=np.float64)
+    if len(nu) == 1:
+        return float(nu[0])
+    if np.all(np.abs(np.diff(nu)) < tol):
+        return float(nu.mean())
+    if np.any(nu <= 2):
+        return 2.0
+    e = float(np.sum(nu / (nu - 2)))
+    return 2.0 * e / (e - len(nu))
 
 
 def _codes(values: np.ndarray, name: str, n: int) -> np.ndarray:

@@ -228,3 +228,47 @@ def tost(
     if not low < 0 < high:
         raise InputError("TOST", f"the margin must satisfy low < 0 < high, got ({low}, {high})")
     return TostResult(float(estimate), float(se), low, high, alpha, power, float(df))
+
+
+@dataclass(frozen=True)
+class WaldTest:
+    """A joint Wald test of ``L beta = 0``: ``f`` is the Wald statistic over its ``df1``
+    (the rank of ``L C L'``), referred to F(``df1``, ``df2``) (``df2`` infinite: chi-squared
+    / ``df1``)."""
+
+    f: float
+    df1: int
+    df2: float
+    p: float
+
+    @property
+    def chi2(self) -> float:
+        return self.f * self.df1
+
+
+def wald_statistic(
+    coef: np.ndarray, cov: np.ndarray, matrix: np.ndarray, *, tol: float = 1e-8
+) -> tuple[float, np.ndarray]:
+    """``(F, P'L)``: the Wald statistic of ``L beta = 0`` over the rank of ``L C L'``,
+    computed in the eigenbasis of ``L C L' = P diag(d) P'`` as lmerTest's ``contestMD`` does
+    (directions whose variance ``d`` is below ``tol`` times the largest are dropped), and the
+    rotated rows ``P'L`` of the directions kept (one independent contrast each)."""
+    c = np.atleast_2d(np.asarray(matrix, dtype=np.float64))
+    if c.shape[1] != len(coef):
+        raise InputError("wald test", f"a matrix of {len(coef)} columns, got {c.shape[1]}")
+    values, vectors = np.linalg.eigh(c @ cov @ c.T)
+    keep = values > tol * max(float(values.max(initial=0.0)), 0.0)
+    if not keep.any():
+        return np.nan, np.zeros((0, len(coef)))
+    rotated = vectors[:, keep].T @ c
+    estimates = rotated @ coef
+    return float(np.sum(estimates**2 / values[keep]) / keep.sum()), rotated
+
+
+def f_test(f: float, df1: int, df2: float) -> WaldTest:
+    """The upper tail of F(``df1``, ``df2``) at ``f`` (chi-squared / df1 when ``df2`` is
+    infinite); NaN without a statistic or degrees of freedom."""
+    if not (np.isfinite(f) and df1 > 0 and df2 > 0):
+        return WaldTest(float(f), int(df1), float(df2), np.nan)
+    p = float(stats.f.sf(f, df1, df2) if np.isfinite(df2) else stats.chi2.sf(f * df1, df1))
+    return WaldTest(float(f), int(df1), float(df2), p)

@@ -40,7 +40,7 @@ from scipy import linalg, sparse
 from scipy.sparse import linalg as splinalg
 
 from cueaudit.errors import InputError
-from cueaudit.stats.multiplicity import TTest, t_test
+from cueaudit.stats.multiplicity import TTest, WaldTest, f_test, t_test, wald_statistic
 
 
 def _indicators(groups: Mapping[str, np.ndarray], theta: Mapping[str, float], n: int) -> list:
@@ -161,6 +161,16 @@ class ClusterRobust:
             return t_test(float(c @ self.coef), np.nan, np.nan)
         df = self.df(c) if cov == "cr2" else float(self.n_clusters - 1)
         return t_test(float(c @ self.coef), float(np.sqrt(variance)), df)
+
+    def wald_test(self, matrix: np.ndarray, *, cov: str = "cr2") -> WaldTest:
+        """The joint Wald test of ``matrix @ coef = 0`` by CR2 (or CR1) referred to
+        F(q, G - 1), q the rank of ``L V L'``: clubSandwich's ``Wald_test(test = "Naive-F")``
+        and statsmodels' cluster-robust ``f_test``."""
+        c = np.atleast_2d(np.asarray(matrix, dtype=np.float64))
+        if c.shape[1] != len(self.coef):
+            raise InputError("cluster-robust", f"a matrix of {len(self.coef)} columns")
+        f, rotated = wald_statistic(self.coef, self.cov_cr2 if cov == "cr2" else self.cov_cr1, c)
+        return f_test(f, len(rotated), float(self.n_clusters - 1))
 
 
 def cluster_robust(

@@ -166,6 +166,7 @@ rule plot_decision_figures:
         ties=decision_tables("instrument")["ties"],
         recognition=decision_tables("instrument")["recognition"],
         nonresponse=decision_tables("nonresponse")["nonresponse"],
+        contrasts_by=decision_tables("heterogeneity")["contrasts_by"],
     output:
         **{
             name: report(path, caption=f"../../report/decision_{name}_figure.rst", category="Decision audit")
@@ -180,6 +181,33 @@ rule plot_decision_figures:
         runtime=10,
     script:
         "../../scripts/plot_decision_figures.py"
+
+
+# Every planned contrast per model, mode and paraphrase, its heterogeneity (Cochran's Q and
+# the factor x group interaction of a joint fit), race x gender cells and the mode differences
+# of each contrast from one joint fit: exploratory, beside the pre-registered family.
+rule estimate_decision_heterogeneity:
+    input:
+        **DECISION_FRAMES,
+        composition=decision_tables("composition")["composition"],
+        preregistration=config["decision"]["preregistration"],
+        check=PREREGISTRATION_CHECK,
+        files=list(decision_registered_files().values()),
+    output:
+        **decision_table_outputs("heterogeneity"),
+    params:
+        lock=PREREGISTRATION_LOCK,
+        files=decision_registered_files(),
+        design=decision_registered_design(),
+    log:
+        "logs/decision/heterogeneity.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    script:
+        "../../scripts/estimate_decision_heterogeneity.py"
 
 
 # `snakemake decision`: this study alone.

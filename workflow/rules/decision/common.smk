@@ -140,6 +140,12 @@ DECISION_TABLES["contrasts"].append("sequential")
 # The power and sample-size planner, run on the simulator before any model call.
 DECISION_TABLES["plan"] = ["plan", "plan_cost"]
 DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]
+# Per model, mode and paraphrase (exploratory): the contrasts, their heterogeneity, race x
+# gender cells and the mode differences of each contrast; the per-model forest.
+DECISION_TABLES["heterogeneity"] = [
+    "contrasts_by", "heterogeneity", "intersectional", "mode_differences"
+]
+DECISION_FIGURES += ["forest_by_model"]
 
 
 def decision_tables(rule_name):

@@ -1,6 +1,7 @@
 """Figures of the decision audit: the planned contrasts as a forest in SD units with their
 equivalence margins, planted against recovered disparities, the first-listed gain beside the
-demographic rank contrasts, and tie and recognition rates by bundle type.
+demographic rank contrasts, tie and recognition rates by bundle type, and the contrasts per
+model as small multiples.
 
 The style and saving are the project's (:mod:`cueaudit.plotting`: matplotlib's object
 API on the Agg canvas, PNG, or PDF plus PNG). Every function draws what is finite and says what
@@ -517,5 +518,70 @@ def plot_nonresponse(table: pl.DataFrame, path: str | Path) -> None:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=7, loc="upper right")
     axes[-1].set_xticks(x, [f"{race}\n{gender}" for race, gender in groups], fontsize=7)
+    fig.suptitle(title)
+    _save(fig, path)
+
+
+# --- per model -------------------------------------------------------------------------------
+def plot_forest_by_model(contrasts_by: pl.DataFrame, path: str | Path) -> None:
+    """Small multiples: one panel per model, the planted family's contrasts (one row per
+    domain x format x contrast) in SD units of the pooled cell with 95% CIs, from the per-model
+    rows of the ``contrasts_by`` table (the family's estimator). Filled markers exclude zero;
+    all panels share one axis, so opposite effects of two models show side by side."""
+    title = "Planned contrasts per model (exploratory; SD units, 95% CI)"
+    _require(contrasts_by, ["by", "level", "domain", "format", "contrast", "estimate_sd"], "by")
+    rows = contrasts_by.filter(pl.col("by") == "model")
+    if "estimator" in rows.columns:
+        rows = rows.filter(pl.col("estimator") == FAMILY_ESTIMATOR)
+    if rows.is_empty():
+        _empty(path, title, NO_DATA)
+        return
+    models = sorted(set(rows["level"].cast(pl.String).to_list()))
+    keys = sorted(
+        set(zip(rows["domain"], rows["format"], rows["contrast"], strict=True)),
+        key=lambda k: (k[0], *_rank(k[1], FORMATS), *_rank(k[2], CONTRAST_ORDER)),
+    )
+    ypos = {k: i for i, k in enumerate(keys)}
+    labels = {}
+    for row in rows.iter_rows(named=True):
+        key = (row["domain"], row["format"], row["contrast"])
+        labels[key] = f"{row['domain']} · {row['format']} · {_contrast_label(row)}"
+    columns = min(len(models), 3)
+    lines = -(-len(models) // columns)
+    fig = _figure(3.0 * columns + 2.4, (0.26 * len(keys) + 1.0) * lines + 0.8)
+    axes = fig.subplots(lines, columns, sharex=True, sharey=True, squeeze=False)
+    for i, ax in enumerate(axes.ravel()):
+        if i >= len(models):
+            ax.set_visible(False)
+            continue
+        part = rows.filter(pl.col("level").cast(pl.String) == models[i])
+        est = _floats(part, "estimate_sd")
+        low, high = _floats(part, "ci_low_sd"), _floats(part, "ci_high_sd")
+        y = np.array(
+            [ypos[k] for k in zip(part["domain"], part["format"], part["contrast"], strict=True)]
+        )
+        ax.axvline(0.0, color="grey", lw=1, ls="--")
+        finite = np.isfinite(est)
+        excludes = finite & ((low > 0) | (high < 0))
+        err = _xerr(est, low, high)
+        for mask, face in ((excludes, "black"), (finite & ~excludes, "white")):
+            if mask.any():
+                ax.errorbar(est[mask], y[mask], xerr=err[:, mask], fmt="o", ms=3, capsize=2,
+                            lw=1, color="black", mfc=face)  # fmt: skip
+        for j in np.flatnonzero(~finite):
+            ax.text(0.0, y[j], "not estimated", ha="center", va="center", fontsize=6,
+                    color="dimgrey")  # fmt: skip
+        ax.set_title(models[i], fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_yticks(range(len(keys)), [labels[k] for k in keys], fontsize=7)
+        ax.set_ylim(len(keys) - 0.5, -0.5)
+    for ax in axes[-1, :]:
+        ax.set_xlabel("Estimate / SD of the outcome")
+    handles = [
+        Line2D([], [], marker="o", ls="", color="black", label="95% CI excludes 0"),
+        Line2D([], [], marker="o", ls="", color="black", mfc="white", label="includes 0"),
+    ]
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8)
     fig.suptitle(title)
     _save(fig, path)

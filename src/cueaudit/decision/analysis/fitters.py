@@ -63,8 +63,9 @@ from cueaudit.decision.analysis.design_matrix import (
 )
 from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.errors import InputError
-from cueaudit.stats.mixed import fit_crossed_lmm
-from cueaudit.stats.robust import cluster_robust, gls_weights, influence
+from cueaudit.stats.mixed import MixedResult, fit_crossed_lmm
+from cueaudit.stats.multiplicity import TTest, WaldTest
+from cueaudit.stats.robust import ClusterRobust, cluster_robust, gls_weights, influence
 from cueaudit.stats.rologit import expected_rank_gain, expected_rank_gain_se, fit_rologit
 
 
@@ -185,6 +186,16 @@ def fit_design(
         return fitter.fit(design, specs, start, inference)
 
 
+def informative_rows(design: CellDesign, dimensions: Sequence[str]) -> np.ndarray:
+    """The rows a fit of ``dimensions`` together reads: every row of a Rate or Decide cell; in
+    a rank cell, the answers in which each of them varies (see :func:`_fit_rank_lmm`)."""
+    keep = np.ones(design.n, dtype=bool)
+    if design.format == "rank" and design.n:
+        for dimension in dimensions:
+            keep &= _varies_within_answer(design, dimension)
+    return keep
+
+
 def _varies_within_answer(design: CellDesign, dimension: str) -> np.ndarray:
     """Rows of the answers in which ``dimension`` takes more than one value."""
     assert design.answer is not None
@@ -252,22 +263,48 @@ def _fit_rank_lmm(
     )
 
 
-def _fit_lmm(
-    design: CellDesign, contrasts: Sequence[ContrastSpec], start: CellFit | None, inference: bool
-) -> CellFit:
+@dataclass(frozen=True)
+class LmmFit:
+    """The lmm of a cell's kept columns (``names``, the others ``dropped`` with why) and its
+    inference: model-based Satterthwaite tests, or CR2 by design bundle for rank (``robust``).
+    Joint fits (interactions with a design factor) read their tests from it."""
+
+    result: MixedResult
+    robust: ClusterRobust | None
+    x: np.ndarray
+    names: list[str]
+    dropped: dict[str, str]
+    groups: dict[str, np.ndarray]
+
+    def test(self, vector: np.ndarray) -> TTest:
+        return self.result.test(vector) if self.robust is None else self.robust.test(vector)
+
+    def wald_test(self, matrix: np.ndarray) -> WaldTest:
+        """The joint test of ``matrix @ coef = 0`` under the cell's inference (lmerTest's
+        ``contestMD``, or CR2 referred to F(q, bundles - 1) for rank)."""
+        if self.robust is None:
+            return self.result.wald_test(matrix)
+        return self.robust.wald_test(matrix)
+
+
+def fit_lmm(
+    design: CellDesign, start: CellFit | None = None, inference: bool = True
+) -> LmmFit | str:
+    """The family's lmm of ``design`` (every usable column, every random factor with two
+    levels), or why it cannot be fitted."""
     if design.n == 0:
-        return unestimable(design, "lmm", contrasts, "no rows")
+        return "no rows"
     kept, dropped = usable_columns(design, design.x, list(range(len(design.names))))
     names = [design.names[j] for j in kept]
     groups = {k: v for k, v in design.groups.items() if len(np.unique(v)) > 1}
     if not groups:
-        return unestimable(design, "lmm", contrasts, "no random factor with two levels")
+        return "no random factor with two levels"
     x = design.x[:, kept]
     try:
         theta = start.theta if start is not None else None
         res = fit_crossed_lmm(design.y, x, groups, names, start=theta)
     except InputError as error:
-        return unestimable(design, "lmm", contrasts, str(error))
+        return str(error)
     robust = None
     if inference and design.format == "rank":
         assert design.cluster is not None
@@ -276,14 +313,24 @@ def _fit_lmm(
                 x, design.y, design.cluster, coef=res.coef, groups=groups, theta=res.theta
             )
         except InputError as error:
-            return unestimable(design, "lmm", contrasts, str(error))
+            return str(error)
+    return LmmFit(res, robust, x, names, dropped, groups)
+
+
+def _fit_lmm(
+    design: CellDesign, contrasts: Sequence[ContrastSpec], start: CellFit | None, inference: bool
+) -> CellFit:
+    fit = fit_lmm(design, start, inference)
+    if isinstance(fit, str):
+        return unestimable(design, "lmm", contrasts, fit)
+    res, x, names, dropped, groups = fit.result, fit.x, fit.names, fit.dropped, fit.groups
     wx = gls_weights(x, groups, res.theta) if inference else None
     residual = design.y - x @ res.coef
 
     def estimate(vector: np.ndarray) -> Estimate:
         if not inference:
             return Estimate(float(vector @ res.coef), np.nan)
-        test = res.test(vector) if robust is None else robust.test(vector)
+        test = fit.test(vector)
         assert wx is not None
         return Estimate(
             test.estimate,

@@ -11,7 +11,9 @@ The rules run in this order, each reading only files the one before wrote:
 3. :func:`write_contrasts` (pre-registered contrasts, interactions, the placebo cell's
    false-positive check, leave-one-out, the looks of a sequential top-up),
    :func:`write_planted` and :func:`write_instrument` (position, ties, recognition, text
-   versus tool), each a CSV + Markdown table that the database loads;
+   versus tool), :func:`write_heterogeneity` (per model,
+   mode and paraphrase; heterogeneity, race x gender, mode differences), each a CSV +
+   Markdown table that the database loads;
 4. :func:`write_figures`.
 """
 
@@ -27,6 +29,7 @@ from cueaudit.decision.analysis import (
     composition,
     contrasts,
     figures,
+    heterogeneity,
     instrument,
     nonresponse,
     planner,
@@ -285,6 +288,7 @@ def write_figures(tables: Mapping[str, str], out: Mapping[str, str]) -> None:
     figures.plot_position_vs_demographic(read["position"], read["contrasts"], out["position"])
     figures.plot_tie_recognition(read["ties"], read["recognition"], out["ties_recognition"])
     figures.plot_nonresponse(read["nonresponse"], out["nonresponse"])
+    figures.plot_forest_by_model(read["contrasts_by"], out["forest_by_model"])
 
 
 def write_plan(
@@ -321,3 +325,46 @@ def write_plan(
     )
     write_table(cost, out["plan_cost"], "Decision audit: planned requests, tokens and cost")
     return table, cost
+
+
+def write_heterogeneity(
+    frames: AnalysisFrames,
+    *,
+    preregistration: str,
+    registered: tuple[Mapping[str, Any], Mapping[str, str]],
+    lock: str,
+    out: Mapping[str, str],
+) -> pl.DataFrame:
+    """The planned contrasts per model, mode and paraphrase, their heterogeneity (Cochran's Q
+    and the joint fit's factor x group interaction), the race x gender cells against White men
+    and the mode differences of each contrast from one joint fit (:mod:`.heterogeneity`, all
+    exploratory). ``registered`` is the design and files the lock binds."""
+    registration = Registration(preregistration, *registered)
+    prereg = load_preregistration(preregistration)
+    state = status(registration, lock, answered_at=answered_at(frames))
+    per_level = heterogeneity.contrasts_by(frames, prereg, pre_registered=state)
+    tables = {
+        "contrasts_by": (
+            per_level,
+            "Decision audit: the planned contrasts per model, mode and paraphrase (exploratory)",
+        ),
+        "heterogeneity": (
+            heterogeneity.estimate_heterogeneity(
+                frames, prereg, pre_registered=state, per_level=per_level
+            ),
+            "Decision audit: heterogeneity of each contrast across models, modes, paraphrases",
+        ),
+        "intersectional": (
+            heterogeneity.estimate_intersectional(frames, prereg, pre_registered=state),
+            "Decision audit: race × gender cells against White men, and their interaction",
+        ),
+        "mode_differences": (
+            heterogeneity.estimate_mode_differences(
+                frames, prereg, pre_registered=state, per_mode=per_level
+            ),
+            "Decision audit: the mode difference of each contrast, from one joint fit",
+        ),
+    }
+    for name, (table, title) in tables.items():
+        write_table(table, out[name], title)
+    return per_level

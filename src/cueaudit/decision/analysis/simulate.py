@@ -57,6 +57,9 @@ Probes
     lists the Fairness option (none by default: recognition does not depend on the position);
     otherwise one of the other labels of the prompt file, at random.
 
+``model_planted`` adds a model's own planted effects to its rows (a model x group
+interaction), by the same mechanisms.
+
 Any answer fails to parse with probability ``parse_failure`` (a null ``y``; a ranking with
 null ranks; a probe with a null label), independently of everything else, so it never biases
 a contrast; ``failure_by_group`` raises it for one model's Rate and Decide answers about one
@@ -281,12 +284,18 @@ def _latent(
 def _planted(
     rows: pl.DataFrame, settings: SimulationSettings, fmt_column: str | None
 ) -> np.ndarray:
-    """The planted effect of each row (its domain, format and groups)."""
+    """The planted effect of each row (its domain, format and groups; and its model's own,
+    ``model_planted``)."""
     total = np.zeros(rows.height)
-    for key, value in settings.planted.items():
+    planted = [(key, value, None) for key, value in settings.planted.items()]
+    for model, extra in settings.model_planted.items():
+        planted += [(key, value, model) for key, value in extra.items()]
+    for key, value, model in planted:
         domain, fmt, _ = key
         dimension, level = planted_group(key)
         hit = (rows["domain"] == domain) & (rows[dimension] == level)
+        if model is not None:
+            hit = hit & (rows["model"] == model)
         if fmt_column is not None:
             hit = hit & (rows[fmt_column] == fmt)
         elif fmt != "rank":
