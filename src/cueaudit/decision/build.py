@@ -1,7 +1,9 @@
 """The decision audit's prompt tables from its resource files: load, check, build, write.
 
 Every profile passes the demographic-signal check against the configured name pairs before
-any table is written, and every table's row count must equal the design's expected count.
+any table is written, and every table's row count must equal the design's expected count. A
+design with the aid domain adds FairFund-Bench's appeals (:mod:`cueaudit.decision.aid`), read
+from ``fairfund_stimuli_path``; they hold their names by construction and are not checked.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cueaudit.cues.name_pairs import load_name_pairs
+from cueaudit.decision.aid import with_aid
 from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
 from cueaudit.decision.profiles import (
     TIERS,
@@ -45,6 +48,7 @@ def write_decision_prompts(
     designs: Mapping[str, Mapping[str, Any]],
     out_paths: Mapping[str, str | Path],
     allowed_phrases: Sequence[str] = (),
+    fairfund_stimuli_path: str | Path | None = None,
 ) -> dict[str, int]:
     """Write each task's prompt table to ``out_paths[task]`` for every arm's design
     (``designs``: arm -> design settings; tasks named by :func:`arm_task`); returns the row
@@ -63,6 +67,8 @@ def write_decision_prompts(
     check_profile_texts(profiles, **check)
     hobbies = check_attribute_list(hobbies_path, **check)
     neighbourhoods = check_attribute_list(neighbourhoods_path, **check)
+    domains = {d for design in designs.values() for d in DesignSettings.of(design).domains}
+    profiles, appeals = with_aid(profiles, pairs, fairfund_stimuli_path, sorted(domains))
     files = {
         "names": name_pairs_path,
         "hobby values": hobbies_path,
@@ -72,7 +78,9 @@ def write_decision_prompts(
     tables = {}
     for arm, design in designs.items():
         try:
-            built = build_decision_prompts(profiles, pairs, hobbies, neighbourhoods, design, arm)
+            built = build_decision_prompts(
+                profiles, pairs, hobbies, neighbourhoods, design, arm, appeals
+            )
         except InputError as error:
             raise _naming_the_file(error, files) from error
         expected = {arm_task(t, arm): n for t, n in expected_counts(design).items()}

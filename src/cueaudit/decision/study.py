@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from cueaudit.config import unknown_models
-from cueaudit.decision.formats import DEFAULT_PROMPTS
+from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, PROFILE_DOMAINS
 from cueaudit.decision.prompts import (
     MAX_NEW_TOKENS,
     PRIMARY,
@@ -51,6 +51,20 @@ def arm_models(config: Mapping[str, Any], arm: str) -> list[str]:
     if block.get("models"):
         return list(block["models"])
     return list(config["models"]) if arm == PRIMARY else arm_models(config, PRIMARY)
+
+
+def runs_aid(config: Mapping[str, Any]) -> bool:
+    """Whether an arm's design has the aid domain (FairFund-Bench's appeals)."""
+    return any(
+        AID_DOMAIN in design.get("domains", PROFILE_DOMAINS) for design in arms(config).values()
+    )
+
+
+def fairfund_stimuli(config: Mapping[str, Any]) -> list[str]:
+    """The FairFund stimuli file the prompt tables read: one path when an arm runs the aid
+    domain and ``decision.fairfund_stimuli`` names it, else none."""
+    path = config["decision"].get("fairfund_stimuli")
+    return [path] if path and runs_aid(config) else []
 
 
 def answers(config: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any], str]]:
@@ -112,6 +126,11 @@ def problems(config: Mapping[str, Any]) -> Iterator[str]:
     )
     for key, block in blocks.items():
         yield from unknown_models(config, key, block.get("models", []))
+    if runs_aid(config) and not decision.get("fairfund_stimuli"):
+        yield (
+            "config key decision.fairfund_stimuli: the aid domain shows FairFund-Bench's "
+            "appeals; give the path of its stimuli.csv"
+        )
 
 
 def resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -122,6 +141,8 @@ def resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield f"decision.{key}", decision[key]
     if "preregistration" in decision:
         yield "decision.preregistration", decision["preregistration"]
+    for path in fairfund_stimuli(config):
+        yield "decision.fairfund_stimuli", path
     if "prompts" in decision.get("design", {}):
         yield "decision.design.prompts", decision["design"]["prompts"]
     for arm, block in (decision.get("extensions") or {}).items():

@@ -42,6 +42,11 @@ def decision_prompt_resources():
     return decision_study.prompt_resources(config)
 
 
+def decision_fairfund_stimuli():
+    """FairFund-Bench's stimuli.csv when an arm runs the aid domain (else none)."""
+    return decision_study.fairfund_stimuli(config)
+
+
 def decision_arm_models(arm):
     return decision_study.arm_models(config, arm)
 
@@ -115,6 +120,9 @@ DECISION_TABLES = {
 }
 # The recognition probes' own checks: by the Fairness option's position, and against ties.
 DECISION_TABLES["instrument"] += ["recognition_position", "recognition_ties"]
+# The aid-domain replication on FairFund-Bench's stimuli, beside the published contrasts.
+DECISION_TABLES["aid_replication"] = ["aid_replication"]
+DECISION_PUBLISHED_VALUES = "resources/decision/fairfund_published.yaml"
 DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]
 
 

@@ -30,6 +30,7 @@ from cueaudit.decision.analysis import (
     instrument,
     nonresponse,
     planted,
+    replication,
     robustness,
     simulation_settings,
 )
@@ -186,6 +187,23 @@ def write_contrasts(
         flagged(pl.concat([empty, *extensions])),
         out["extension_contrasts"],
         "Decision audit: the planned contrasts re-estimated in each extension (not pre-registered)",
+    )
+    return table
+
+
+def write_aid_replication(inputs: Mapping[str, str], out: str) -> pl.DataFrame:
+    """The aid-domain replication (:mod:`.replication`) from the frames of ``inputs``:
+    cueaudit's contrasts on FairFund's stimuli beside the published values of
+    ``inputs["published"]``, intervals at the alpha of ``inputs["preregistration"]``."""
+    prereg = load_preregistration(inputs["preregistration"])
+    table = replication.aid_replication(
+        read_frames(inputs), replication.load_published(inputs["published"]), alpha=prereg.alpha
+    )
+    write_table(
+        table,
+        out,
+        "Decision audit: the aid-domain replication on FairFund-Bench's stimuli, beside the "
+        "published contrasts",
     )
     return table
 
