@@ -309,6 +309,9 @@ def paper_config() -> dict:
     config["decision"] |= {k: v for k, v in files.items() if k != "design"}
     config["decision"]["design"]["prompts"] = files["design"]["prompts"]
     config["decision"]["fairfund_stimuli"] = str(FAIRFUND)
+    config["decision"]["fairfund_published"] = str(
+        ROOT / "resources/decision/fairfund_published.yaml"
+    )
     return {"cues": {}, **config}
 
 

@@ -41,7 +41,11 @@ def test_the_aid_domain_runs_and_fills_the_replication_table(
     tmp_path: Path, run_snakemake: SnakemakeRunner
 ) -> None:
     config = decision_config()
-    config["decision"] |= {"fairfund_stimuli": str(FAIRFUND), "extensions": {"fairfund_aid": AID}}
+    config["decision"] |= {
+        "fairfund_stimuli": str(FAIRFUND),
+        "fairfund_published": str(ROOT / "resources/decision/fairfund_published.yaml"),
+        "extensions": {"fairfund_aid": AID},
+    }
     write_config(tmp_path, config)
     result = run_snakemake(tmp_path, "decision")
     design = {**config["decision"]["design"], **AID["design"]}

@@ -67,6 +67,12 @@ def fairfund_stimuli(config: Mapping[str, Any]) -> list[str]:
     return [path] if path and runs_aid(config) else []
 
 
+def fairfund_published(config: Mapping[str, Any]) -> list[str]:
+    """The file of FairFund's published contrasts the replication table reads: one path when
+    an arm runs the aid domain, else none."""
+    return [config["decision"]["fairfund_published"]] if runs_aid(config) else []
+
+
 def answers(config: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any], str]]:
     """Each arm task -> (outcome kind, answer settings, arm), read from the prompt resources."""
     return {
@@ -143,6 +149,8 @@ def resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "decision.preregistration", decision["preregistration"]
     for path in fairfund_stimuli(config):
         yield "decision.fairfund_stimuli", path
+    for path in fairfund_published(config):
+        yield "decision.fairfund_published", path
     if "prompts" in decision.get("design", {}):
         yield "decision.design.prompts", decision["design"]["prompts"]
     for arm, block in (decision.get("extensions") or {}).items():

@@ -189,7 +189,7 @@ rule estimate_decision_aid_replication:
         **DECISION_FRAMES,
         composition=decision_tables("composition")["composition"],
         preregistration=config["decision"]["preregistration"],
-        published=DECISION_PUBLISHED_VALUES,
+        published=decision_fairfund_published(),
     output:
         **decision_table_outputs("aid_replication"),
     log:

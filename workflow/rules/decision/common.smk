@@ -47,6 +47,11 @@ def decision_fairfund_stimuli():
     return decision_study.fairfund_stimuli(config)
 
 
+def decision_fairfund_published():
+    """FairFund-Bench's published contrasts when an arm runs the aid domain (else none)."""
+    return decision_study.fairfund_published(config)
+
+
 def decision_arm_models(arm):
     return decision_study.arm_models(config, arm)
 
@@ -122,7 +127,6 @@ DECISION_TABLES = {
 DECISION_TABLES["instrument"] += ["recognition_position", "recognition_ties"]
 # The aid-domain replication on FairFund-Bench's stimuli, beside the published contrasts.
 DECISION_TABLES["aid_replication"] = ["aid_replication"]
-DECISION_PUBLISHED_VALUES = "resources/decision/fairfund_published.yaml"
 DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]
 
 

@@ -194,11 +194,11 @@ def write_contrasts(
 def write_aid_replication(inputs: Mapping[str, str], out: str) -> pl.DataFrame:
     """The aid-domain replication (:mod:`.replication`) from the frames of ``inputs``:
     cueaudit's contrasts on FairFund's stimuli beside the published values of
-    ``inputs["published"]``, intervals at the alpha of ``inputs["preregistration"]``."""
+    ``inputs["published"]`` (none: no arm runs the aid domain, an empty table), intervals at
+    the alpha of ``inputs["preregistration"]``."""
     prereg = load_preregistration(inputs["preregistration"])
-    table = replication.aid_replication(
-        read_frames(inputs), replication.load_published(inputs["published"]), alpha=prereg.alpha
-    )
+    published = [p for path in inputs["published"] for p in replication.load_published(path)]
+    table = replication.aid_replication(read_frames(inputs), published, alpha=prereg.alpha)
     write_table(
         table,
         out,
