@@ -47,7 +47,7 @@ def test_the_aid_domain_runs_and_fills_the_replication_table(
         "extensions": {"fairfund_aid": AID},
     }
     write_config(tmp_path, config)
-    result = run_snakemake(tmp_path, "decision")
+    result = run_snakemake(tmp_path)
     design = {**config["decision"]["design"], **AID["design"]}
     counts = expected_counts(design)
     assert counts == {"decision_rate_tool": 24, "decision_rank_json": 12}
