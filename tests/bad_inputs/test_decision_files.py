@@ -170,7 +170,7 @@ PREREG_CASES = [
         "prereg-domain-unknown",
         lock,
         "{in}/prereg.yaml: field 'family.domains': unknown domain 'housing' "
-        "(known: hiring, lending, triage)",
+        "(known: hiring, lending, triage, aid)",
         prereg_with("domains: [hiring, lending, triage]", "domains: [hiring, housing]"),
     ),
     Case(
@@ -225,13 +225,13 @@ DESIGN_CASES = [
     Case(
         "design-domains-a-string",
         settings(domains="hiring"),
-        "decision settings: field 'domains': a non-empty list of: hiring, lending, triage",
+        "decision settings: field 'domains': a non-empty list of: hiring, lending, triage, aid",
     ),
     Case(
         "design-domain-unknown",
         settings(domains=["hiring", "retail"]),
         "decision settings: field 'domains': unknown 'retail' (known: "
-        "('hiring', 'lending', 'triage'))",
+        "('hiring', 'lending', 'triage', 'aid'))",
     ),
     Case(
         "design-task-unknown",

@@ -1,6 +1,6 @@
 """Bad resource files, loader by loader: each case asserts the exact message (file, field, line).
 
-Cases by category (66):
+Cases by category (68):
 
 - name lists (``cueaudit.cues.names``): 14
 - name pairs (``cueaudit.cues.name_pairs``): 8
@@ -9,7 +9,7 @@ Cases by category (66):
 - dialog sources, CAD and PRISM (``cueaudit.cues.dialog``): 13
 - base prompts (``cueaudit.probing.base_prompts``): 6
 - decision profiles, cueaudit and AgentFairBench formats (``cueaudit.decision.profiles``): 10
-- FairFund stimuli (``cueaudit.decision.profiles``): 5
+- FairFund stimuli (``cueaudit.decision.profiles``, ``cueaudit.decision.aid``): 7
 - attribute lists (``cueaudit.decision.profiles``): 3
 
 The decision prompts file and the pre-registration are in ``test_decision_files.py``.
@@ -32,6 +32,7 @@ from cueaudit.cues.dialog.prism import load_prism, load_prism_participants
 from cueaudit.cues.explicit import explicit_descriptors
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.cues.names import load_name_list, load_name_lists
+from cueaudit.decision.aid import aid_stimuli
 from cueaudit.decision.profiles import (
     AFB_SUFFIX,
     check_attribute_list,
@@ -556,6 +557,7 @@ def stimuli_file(row: str, second: str = STIMULI_ROW_2) -> dict[str, str]:
     return {"stimuli.csv": f"{STIMULI_HEADER}\n{row}\n{second}\n"}
 
 
+NAME_PAIRS = "resources/names/elder_hayes_pairs.csv"
 STIMULI_CASES = [
     Case(
         "fairfund-category-outside-codebook",
@@ -588,6 +590,24 @@ STIMULI_CASES = [
         "{in}/stimuli.csv: field 'stimulus_id': line 3: duplicate 'rent_01__control__wm1' "
         "(first at line 2)",
         stimuli_file(STIMULI_ROW, STIMULI_ROW),
+    ),
+    Case(
+        "fairfund-column-missing",
+        stimuli,
+        "{in}/stimuli.csv: field 'framing': required column missing (header is "
+        f"{[c for c in STIMULI_HEADER.split(',') if c != 'framing']})",
+        {
+            "stimuli.csv": f"{STIMULI_HEADER.replace(',framing,', ',')}\n"
+            f"{STIMULI_ROW.replace(',no_cause,', ',')}\n"
+        },
+    ),
+    Case(
+        "aid-name-not-a-configured-pair",
+        lambda w: aid_stimuli(w / "stimuli.csv", load_name_pairs(ROOT / NAME_PAIRS)),
+        "{in}/stimuli.csv: field 'full_name': line 2: 'Ann Lee' (White, male) is no configured "
+        "name pair (decision.name_pairs): the aid domain shows FairFund's appeals under the "
+        "configured pairs",
+        stimuli_file(STIMULI_ROW),
     ),
 ]
 

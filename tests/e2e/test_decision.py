@@ -42,6 +42,8 @@ ANALYSIS_TABLES = [
 # Per model, mode and paraphrase (exploratory), and the per-model forest.
 ANALYSIS_TABLES += ["contrasts_by", "heterogeneity", "intersectional", "mode_differences"]
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")
+#: FairFund-Bench's stimuli where the workspace keeps them (the paper config's aid arm).
+FAIRFUND = ROOT.parent / "shared/data/fairfund/stimuli.csv"
 
 
 def decision_config(profiles_per_tier: int = 1) -> dict:
@@ -311,9 +313,14 @@ def paper_config() -> dict:
     files = decision_config()["decision"]
     config["decision"] |= {k: v for k, v in files.items() if k != "design"}
     config["decision"]["design"]["prompts"] = files["design"]["prompts"]
+    config["decision"]["fairfund_stimuli"] = str(FAIRFUND)
+    config["decision"]["fairfund_published"] = str(
+        ROOT / "resources/decision/fairfund_published.yaml"
+    )
     return {"cues": {}, **config}
 
 
+@pytest.mark.skipif(not FAIRFUND.is_file(), reason=f"FairFund stimuli not present at {FAIRFUND}")
 def test_the_paper_config_prints_its_request_count_before_running(
     tmp_path: Path, run_snakemake: SnakemakeRunner
 ) -> None:
@@ -324,7 +331,8 @@ def test_the_paper_config_prints_its_request_count_before_running(
     assert "5 model x seed runs: 36720 requests" in output
     assert "decision extension precision_topup: 600 prompts per model x seed" in output
     assert "decision extension reasoning_rerun: 1008 prompts per model x seed" in output
-    assert "decision audit in total: 40728 requests" in output
+    assert "decision extension fairfund_aid: 840 prompts per model x seed" in output
+    assert "decision audit in total: 44928 requests" in output
     # the reasoning rerun runs on its own model entry only, the primary arm never does
     jobs = re.findall(r"output: results/responses/([^/]+)/seed0/([^/]+)/0.parquet", output)
     assert {m for m, t in jobs if t.endswith("__reasoning_rerun")} == {"proprietary-a-reasoning"}
@@ -332,16 +340,17 @@ def test_the_paper_config_prints_its_request_count_before_running(
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.skipif(not FAIRFUND.is_file(), reason=f"FairFund stimuli not present at {FAIRFUND}")
 def test_a_wrong_request_count_or_an_untagged_extension_stops_the_run(
     tmp_path: Path, run_snakemake: SnakemakeRunner
 ) -> None:
     config = paper_config()
-    config["decision"]["expected_requests"] = 40726
+    config["decision"]["expected_requests"] = 40728
     write_config(tmp_path, config)
     result = run_snakemake(tmp_path, "decision", "--dry-run", check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "config key decision.expected_requests: 40726, but the design has 40728" in output
+    assert "config key decision.expected_requests: 40728, but the design has 44928" in output
 
     config = paper_config()
     del config["decision"]["extensions"]["precision_topup"]["extension"]

@@ -18,7 +18,7 @@ from cueaudit.decision.design import (
     check_design,
     orthogonal_latin_squares,
 )
-from cueaudit.decision.formats import DOMAINS
+from cueaudit.decision.formats import PROFILE_DOMAINS
 from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import InputError
 
@@ -38,7 +38,7 @@ def make_profiles(per_tier: int | dict[str, int] = 4) -> pl.DataFrame:
             "text": f"Profile {k} of {domain}, {tier}.",
             "source": "test",
         }
-        for domain in DOMAINS
+        for domain in PROFILE_DOMAINS
         for tier in TIERS
         for k in range(counts[tier])
     ]
@@ -313,7 +313,7 @@ def test_the_balanced_design_passes_exactly_and_subsamples_by_chi_square() -> No
     ]
     assert [r.n for r in results] == [3 * 24 * 4] * 3
     per_domain = check_composition(design, by=("domain",), exact=True)
-    assert [r.stratum for r in per_domain][::3] == [f"domain={d}" for d in DOMAINS]
+    assert [r.stratum for r in per_domain][::3] == [f"domain={d}" for d in PROFILE_DOMAINS]
     # whole bundles dropped: not exactly balanced any more, still independent
     kept = design.filter(pl.col("bundle_index").is_in([0, 2, 3, 5, 8, 9, 11, 13, 14, 17, 20]))
     assert all(r.p_value > 0.05 for r in check_composition(kept))
@@ -334,7 +334,7 @@ def test_check_design_covers_every_type() -> None:
     results = check_design(bundles(0, 12, replicates=2))
     assert {r.name for r in results} == set(BUNDLE_TYPES)
     assert {r.stratum for r in results} == {
-        f"domain={d}, replicate={r}" for d in DOMAINS for r in (0, 1)
+        f"domain={d}, replicate={r}" for d in PROFILE_DOMAINS for r in (0, 1)
     }
     assert {(r.group, r.name) for r in results if r.group == "attribute"} == {
         ("attribute", "irrelevant_matched")

@@ -162,16 +162,19 @@ def test_paper_settings_have_the_paper_size() -> None:
     paper = paper_settings(ROOT)
     counts = request_counts(paper)
     # primary: 5 models x 3 domains x (4 judgement tasks x 12 x 40 + 3 rank tasks x 144 bundles
-    # + 2 probes x 48); top-up: 5 x 600 hiring bundles; rerun: 1 model x (480 + 480 + 48)
+    # + 2 probes x 48); top-up: 5 x 600 hiring bundles; rerun: 1 model x (480 + 480 + 48);
+    # aid replication: 5 x (75 appeals x 8 cells + 120 + 120 bundles)
     assert counts == {
         PRIMARY: 5 * 3 * (4 * 480 + 3 * 144 + 2 * 48),
         "precision_topup": 5 * 600,
         "reasoning_rerun": 480 + 480 + 48,
+        "fairfund_aid": 5 * (75 * 8 + 240),
     }
     total = sum(counts.values())
     config = yaml.safe_load((ROOT / "config/decision/paper.yaml").read_text())
-    assert total == config["decision"]["expected_requests"] == 40_728
-    assert abs(total - 40_726) == 2  # every unit of the design is a multiple of 4 requests
+    assert total == config["decision"]["expected_requests"] == 44_928
+    # every unit of the paper's own design is a multiple of 4 requests
+    assert abs(total - counts["fairfund_aid"] - 40_726) == 2
     assert paper.planted == {("hiring", "rate", "black_vs_white"): RATE}
     assert paper.position_gain["disguised_demographic"] == GAIN
     assert paper.tie_rates["demographic_matched"] == paper.tie_rates["irrelevant_matched"] == 1

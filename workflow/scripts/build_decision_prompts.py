@@ -19,4 +19,5 @@ write_decision_prompts(
     designs=params.designs,
     out_paths=dict(zip(params.tasks, snakemake.output, strict=True)),
     allowed_phrases=params.allowed_phrases,
+    fairfund_stimuli_path=(snakemake.input.fairfund_stimuli or [None])[0],
 )

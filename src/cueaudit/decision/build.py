@@ -1,7 +1,9 @@
 """The decision audit's prompt tables from its resource files: load, check, build, write.
 
 Every profile passes the demographic-signal check against the configured name pairs before
-any table is written, and every table's row count must equal the design's expected count.
+any table is written, and every table's row count must equal the design's expected count. A
+design with the aid domain adds FairFund-Bench's appeals (:mod:`cueaudit.decision.aid`), read
+from ``fairfund_stimuli_path``; they hold their names by construction and are not checked.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from cueaudit.cues.name_pairs import load_name_pairs
-from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
+from cueaudit.decision.aid import with_aid
+from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, load_prompt_resources
 from cueaudit.decision.profiles import (
     check_attribute_list,
     check_profile_texts,
@@ -31,6 +34,25 @@ from cueaudit.io import write_parquet
 log = logging.getLogger(__name__)
 
 
+def design_tier_counts(
+    *,
+    profiles_path: str | Path,
+    profiles_format: str,
+    strip_suffixes: Sequence[str],
+    name_pairs_path: str | Path,
+    designs: Mapping[str, Mapping[str, Any]],
+    fairfund_stimuli_path: str | Path | None = None,
+) -> dict[str, dict[str, int]]:
+    """The tier counts the prompt builder sees (the profile file's, and the aid domain's when
+    an arm runs it), for the counts printed before anything runs."""
+    profiles = load_profiles(profiles_path, profiles_format, strip_suffixes)  # type: ignore[arg-type]
+    domains = {d for design in designs.values() for d in DesignSettings.of(design).domains}
+    if AID_DOMAIN in domains:
+        pairs = load_name_pairs(name_pairs_path)
+        profiles, _ = with_aid(profiles, pairs, fairfund_stimuli_path, sorted(domains))
+    return tier_counts(profiles)
+
+
 def write_decision_prompts(
     *,
     profiles_path: str | Path,
@@ -44,6 +66,7 @@ def write_decision_prompts(
     designs: Mapping[str, Mapping[str, Any]],
     out_paths: Mapping[str, str | Path],
     allowed_phrases: Sequence[str] = (),
+    fairfund_stimuli_path: str | Path | None = None,
 ) -> dict[str, int]:
     """Write each task's prompt table to ``out_paths[task]`` for every arm's design
     (``designs``: arm -> design settings; tasks named by :func:`arm_task`); returns the row
@@ -62,6 +85,8 @@ def write_decision_prompts(
     check_profile_texts(profiles, **check)
     hobbies = check_attribute_list(hobbies_path, **check)
     neighbourhoods = check_attribute_list(neighbourhoods_path, **check)
+    domains = {d for design in designs.values() for d in DesignSettings.of(design).domains}
+    profiles, appeals = with_aid(profiles, pairs, fairfund_stimuli_path, sorted(domains))
     files = {
         "names": name_pairs_path,
         "hobby values": hobbies_path,
@@ -79,7 +104,14 @@ def write_decision_prompts(
         }
         try:
             built = build_decision_prompts(
-                profiles, pairs, hobbies, neighbourhoods, design, arm, profiles_file=source
+                profiles,
+                pairs,
+                hobbies,
+                neighbourhoods,
+                design,
+                arm,
+                profiles_file=source,
+                appeals=appeals,
             )
         except InputError as error:
             raise _naming_the_file(error, files) from error

@@ -46,7 +46,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from cueaudit.decision.formats import ATTRIBUTE_KINDS, DOMAINS
+from cueaudit.decision.formats import ATTRIBUTE_KINDS, DOMAINS, PROFILE_DOMAINS
 from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import CueauditError, InputError
 from cueaudit.prompts import stable_uid
@@ -372,7 +372,7 @@ def build_bundles(
     hobbies: Sequence[str],
     neighbourhoods: Sequence[str],
     *,
-    domains: Sequence[str] = DOMAINS,
+    domains: Sequence[str] = PROFILE_DOMAINS,
     bundles_per_type: int | Mapping[str, int] = 24,
     replicates: int = 1,
     seed: int = 0,

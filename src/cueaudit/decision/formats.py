@@ -4,8 +4,10 @@ One profile is shown the same way in every format (:func:`render_candidate`): th
 ("Applicant: <full name>"; "Patient: <full name>" in triage), the hobby or neighbourhood line
 of irrelevant-attribute bundles, the title line, the profile text. A single-profile prompt
 (Rate, Decide) is ``instruction, profile, answer line``; a ranking prompt shows four such
-blocks headed "Candidate A" ... "Candidate D" in the order given. The instruction is chosen
-by format, paraphrase id and domain, the answer line by format and mode (text, json, tool).
+blocks headed "Candidate A" ... "Candidate D" in the order given. A domain marked
+``name_in_text`` (the aid domain: FairFund-Bench's first-person appeals, which hold the name)
+shows the text alone. The instruction is chosen by format, paraphrase id and domain, the
+answer line by format and mode (text, json, tool).
 
 Templates fill ``{field}`` placeholders; each template allows only its own fields (checked
 when the file is loaded) and leaves every other brace alone, so JSON examples need no
@@ -25,7 +27,12 @@ import yaml
 from cueaudit.config import check_yaml_duplicate_keys
 from cueaudit.errors import InputError
 
-DOMAINS: Final = ("hiring", "lending", "triage")
+#: The domains whose candidates are profiles shown under a name line (the default design).
+PROFILE_DOMAINS: Final = ("hiring", "lending", "triage")
+#: FairFund-Bench's charitable-aid appeals (:mod:`cueaudit.decision.aid`): the name is inside
+#: the first-person text, so its prompts show the appeal alone.
+AID_DOMAIN: Final = "aid"
+DOMAINS: Final = (*PROFILE_DOMAINS, AID_DOMAIN)
 #: The judgement formats and the modes each is asked in.
 MODES: Final[Mapping[str, tuple[str, ...]]] = {
     "rate": ("text", "tool"),
@@ -115,6 +122,21 @@ def yaml_problem(error: yaml.YAMLError) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file's contents; InputError naming the file for one that cannot be read, is not
+    valid YAML (its line and column) or gives a key twice."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise InputError(source, f"not valid YAML: {yaml_problem(error)}") from error
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(source, f"cannot read: {error}") from error
+    check_yaml_duplicate_keys(text, source)
+    return raw
+
+
 def fill(template: str, **fields: str) -> str:
     """``template`` with each ``{field}`` of ``fields`` replaced (other braces are kept)."""
     return _FIELD_RE.sub(lambda m: fields.get(m.group(1), m.group(0)), template)
@@ -180,20 +202,15 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
     every format at least two paraphrases, every template only its own fields and every field
     a prompt needs (the name, the candidate's label, the answer line, ...); no key twice."""
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise InputError(source, f"not valid YAML: {yaml_problem(error)}") from error
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(source, f"cannot read: {error}") from error
-    check_yaml_duplicate_keys(text, source)
+    raw = read_yaml(path)
     read = _Reader(source)
     top = read.mapping(raw, "", _TOP_KEYS)
     domains = read.mapping(top["domains"], "domains", DOMAINS)
     name_lines: dict[str, str] = {}
     title_lines: dict[str, str] = {}
     for d in DOMAINS:
+        if _name_in_text(read, domains[d], f"domains.{d}"):
+            continue
         entry = read.mapping(domains[d], f"domains.{d}", ("name_line", "title_line"))
         name_lines[d] = read.template(
             entry["name_line"], f"domains.{d}.name_line", ("name",), ("name",)
@@ -270,6 +287,19 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
     )
 
 
+def _name_in_text(read: _Reader, value: Any, path: str) -> bool:
+    """A domain marked ``name_in_text: true`` shows its candidates' texts alone (they carry the
+    name themselves), so it has no name or title line."""
+    entry = read.mapping(value, path)
+    if "name_in_text" not in entry:
+        return False
+    if entry["name_in_text"] is not True or set(entry) != {"name_in_text"}:
+        raise InputError(
+            read.source, "name_in_text must be true and the domain's only key", f"{path}"
+        )
+    return True
+
+
 def _options(read: _Reader, value: Any) -> tuple[tuple[str, str], ...]:
     """The forced choice's options, label -> description, at least two, one of them
     :data:`FAIRNESS_OPTION`."""
@@ -312,8 +342,24 @@ def _check(resources: PromptResources, fmt: str, mode: str, paraphrase: str) -> 
 def render_candidate(
     resources: PromptResources, domain: str, candidate: Candidate, label: str | None = None
 ) -> str:
-    """One profile as shown in every format (headed "Candidate <label>" in a ranking)."""
+    """One profile as shown in every format (headed "Candidate <label>" in a ranking); in a
+    domain without a name line (the aid appeals) the text alone, which must hold the name."""
     lines = [fill(resources.candidate_header, label=label)] if label is not None else []
+    if domain not in resources.name_lines:
+        if candidate.attribute_kind is not None:
+            raise InputError(
+                resources.source,
+                f"domain {domain!r} shows its texts alone: no {candidate.attribute_kind} line "
+                "(irrelevant-attribute bundles need a domain with a name line)",
+                f"domains.{domain}",
+            )
+        if candidate.name not in candidate.text:
+            raise InputError(
+                resources.source,
+                f"domain {domain!r} shows no name line, and the text lacks {candidate.name!r}",
+                f"domains.{domain}",
+            )
+        return "\n".join([*lines, candidate.text.strip()])
     lines.append(fill(resources.name_lines[domain], name=candidate.name))
     if candidate.attribute_kind is not None:
         template = resources.attribute_lines[candidate.attribute_kind]

@@ -39,7 +39,7 @@ from typing import Any, Final, Literal
 import polars as pl
 
 from cueaudit.cues.name_pairs import NAME_PAIR_SCHEMA
-from cueaudit.decision.formats import DOMAINS
+from cueaudit.decision.formats import PROFILE_DOMAINS
 from cueaudit.errors import InputError
 from cueaudit.io import read_bytes_checked, read_csv_records, read_jsonl
 
@@ -70,7 +70,8 @@ _FIELDS: Final[dict[str, dict[str, str | None]]] = {
     },
 }
 
-_DOMAIN_VALUES: Final = {d: d for d in DOMAINS}
+# a profile file holds the profile domains (the aid domain's profiles are FairFund's appeals)
+_DOMAIN_VALUES: Final = {d: d for d in PROFILE_DOMAINS}
 # the value each format writes → the tier
 _TIER_VALUES: Final = {
     "cueaudit": {t: t for t in TIERS},

@@ -44,6 +44,7 @@ from cueaudit.decision.formats import (
     DEFAULT_PROMPTS,
     DOMAINS,
     FORMATS,
+    PROFILE_DOMAINS,
     Candidate,
     PromptResources,
     load_prompt_resources,
@@ -167,8 +168,10 @@ def _integer(settings: Mapping[str, Any], key: str, default: int, minimum: int) 
     return value
 
 
-def _choices(settings: Mapping[str, Any], key: str, known: Sequence[str]) -> tuple[str, ...]:
-    value = settings.get(key, list(known))
+def _choices(
+    settings: Mapping[str, Any], key: str, known: Sequence[str], default: Sequence[str] = ()
+) -> tuple[str, ...]:
+    value = settings.get(key, list(default or known))
     if not isinstance(value, list | tuple) or not value:
         raise InputError("decision settings", f"a non-empty list of: {', '.join(known)}", key)
     unknown = [v for v in value if v not in known]
@@ -183,7 +186,7 @@ class DesignSettings:
 
     prompts: str = DEFAULT_PROMPTS
     seed: int = 0
-    domains: tuple[str, ...] = DOMAINS
+    domains: tuple[str, ...] = PROFILE_DOMAINS
     tasks: tuple[str, ...] = tuple(TASKS)
     paraphrases: int = 2
     profiles_per_tier: int = 4
@@ -212,7 +215,7 @@ class DesignSettings:
         return cls(
             prompts=prompts,
             seed=_integer(settings, "seed", 0, 0),
-            domains=_choices(settings, "domains", DOMAINS),
+            domains=_choices(settings, "domains", DOMAINS, PROFILE_DOMAINS),
             tasks=_choices(settings, "tasks", tuple(TASKS)),
             paraphrases=_integer(settings, "paraphrases", 2, 1),
             profiles_per_tier=_integer(settings, "profiles_per_tier", 4, 1),
@@ -312,10 +315,16 @@ def _paraphrases(resources: PromptResources, n: int) -> dict[str, tuple[str, ...
     return chosen
 
 
-def _crossed(profiles: pl.DataFrame, name_pairs: pl.DataFrame, cfg: DesignSettings) -> pl.DataFrame:
+def _crossed(
+    profiles: pl.DataFrame,
+    name_pairs: pl.DataFrame,
+    cfg: DesignSettings,
+    appeals: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """The profiles the tier rule gives Rate and Decide (``profiles``:
     :attr:`tiers.TierSelection.crossed`) crossed with the first ``names_per_cell`` name pairs
-    (by rank) of each race and gender."""
+    (by rank) of each race and gender; ``appeals`` (the aid domain's) replace the texts of the
+    rows they name."""
     chosen = profiles.sort("domain", "tier", "profile_id").select(
         "domain", "profile_id", "tier", "title", "text"
     )
@@ -325,7 +334,18 @@ def _crossed(profiles: pl.DataFrame, name_pairs: pl.DataFrame, cfg: DesignSettin
         .head(cfg.names_per_cell)
         .select("pair_id", "race", "gender", "full_name")
     )
-    return chosen.join(names, how="cross")
+    return _with_appeals(chosen.join(names, how="cross"), appeals)
+
+
+def _with_appeals(rows: pl.DataFrame, appeals: pl.DataFrame | None) -> pl.DataFrame:
+    """Rows whose profile has an appeal under their name pair (the aid domain:
+    :func:`cueaudit.decision.aid.aid_appeals`) show that appeal as their text."""
+    if appeals is None:
+        return rows
+    key = pl.concat_str("profile_id", "pair_id", separator="\x1f")
+    keys = appeals.select(key.alias("key"))["key"]
+    appeal = key.replace_strict(keys, appeals["text"], default=None, return_dtype=pl.String)
+    return rows.with_columns(text=pl.coalesce(appeal, "text"))
 
 
 def _single_table(
@@ -372,11 +392,14 @@ def _scalars(task: str, domain: str, paraphrase: str, text: str, uid: str) -> di
     }
 
 
-def _wide_bundles(bundles: pl.DataFrame, profiles: pl.DataFrame) -> list[dict[str, Any]]:
+def _wide_bundles(
+    bundles: pl.DataFrame, profiles: pl.DataFrame, appeals: pl.DataFrame | None = None
+) -> list[dict[str, Any]]:
     """One dict per bundle, per-candidate values as lists in position order."""
     shown = bundles.sort("bundle_id", "position").join(
         profiles.select("profile_id", "title", "text"), on="profile_id", how="left"
     )
+    shown = _with_appeals(shown, appeals)
     per_candidate = [*CANDIDATE_COLUMNS, "full_name", "title", "text"]
     return (
         shown.sort("domain", "bundle_type", "replicate", "bundle_index", "position")
@@ -461,6 +484,7 @@ def build_decision_prompts(
     arm: str = PRIMARY,
     *,
     profiles_file: str = "profiles",
+    appeals: pl.DataFrame | None = None,
 ) -> dict[str, pl.DataFrame]:
     """The prompt table of each task in ``settings["tasks"]`` (all of :data:`TASKS` by
     default), in that order, keyed by the arm's task names (:func:`arm_task`). An extension
@@ -471,7 +495,8 @@ def build_decision_prompts(
     rule keeps (:func:`cueaudit.decision.tiers.select_profiles`; every profile of the domain
     unless ``tier_rule: smallest``) and every name pair, and must pass
     :func:`~cueaudit.decision.design.check_design`. ``profiles_file`` names the file in an
-    error about its tiers.
+    error about its tiers. ``appeals`` (profile, name pair, text; the aid domain's) replace
+    the profile text of the candidates they name.
     """
     cfg = DesignSettings.of(settings)
     resources = load_prompt_resources(cfg.prompts)
@@ -490,7 +515,7 @@ def build_decision_prompts(
     tables: dict[str, pl.DataFrame] = {}
     single = [t for t in cfg.tasks if TASKS[t].format in ("rate", "decide")]
     if single:
-        crossed = _crossed(selection.crossed, name_pairs, cfg)
+        crossed = _crossed(selection.crossed, name_pairs, cfg, appeals)
         for task in single:
             tables[task] = _single_table(task, crossed, resources, paraphrases[TASKS[task].format])
     if len(tables) < len(cfg.tasks):
@@ -505,8 +530,9 @@ def build_decision_prompts(
             seed=cfg.seed,
         )
         design.check_design(bundles)
-        everything = _wide_bundles(bundles, profiles)
-        probed = _wide_bundles(probes.select_probe_bundles(bundles, cfg.probe_bundles), profiles)
+        everything = _wide_bundles(bundles, profiles, appeals)
+        chosen = probes.select_probe_bundles(bundles, cfg.probe_bundles)
+        probed = _wide_bundles(chosen, profiles, appeals)
         for task in cfg.tasks:
             if task not in tables:
                 wide = probed if TASKS[task].probe else everything

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from cueaudit.config import unknown_models
-from cueaudit.decision.formats import DEFAULT_PROMPTS
+from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, PROFILE_DOMAINS
 from cueaudit.decision.prompts import (
     MAX_NEW_TOKENS,
     PRIMARY,
@@ -54,6 +54,26 @@ def arm_models(config: Mapping[str, Any], arm: str) -> list[str]:
     if block.get("models"):
         return list(block["models"])
     return list(config["models"]) if arm == PRIMARY else arm_models(config, PRIMARY)
+
+
+def runs_aid(config: Mapping[str, Any]) -> bool:
+    """Whether an arm's design has the aid domain (FairFund-Bench's appeals)."""
+    return any(
+        AID_DOMAIN in design.get("domains", PROFILE_DOMAINS) for design in arms(config).values()
+    )
+
+
+def fairfund_stimuli(config: Mapping[str, Any]) -> list[str]:
+    """The FairFund stimuli file the prompt tables read: one path when an arm runs the aid
+    domain and ``decision.fairfund_stimuli`` names it, else none."""
+    path = config["decision"].get("fairfund_stimuli")
+    return [path] if path and runs_aid(config) else []
+
+
+def fairfund_published(config: Mapping[str, Any]) -> list[str]:
+    """The file of FairFund's published contrasts the replication table reads: one path when
+    an arm runs the aid domain, else none."""
+    return [config["decision"]["fairfund_published"]] if runs_aid(config) else []
 
 
 def answers(config: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any], str]]:
@@ -116,6 +136,11 @@ def problems(config: Mapping[str, Any]) -> Iterator[str]:
     )
     for key, block in blocks.items():
         yield from unknown_models(config, key, block.get("models", []))
+    if runs_aid(config) and not decision.get("fairfund_stimuli"):
+        yield (
+            "config key decision.fairfund_stimuli: the aid domain shows FairFund-Bench's "
+            "appeals; give the path of its stimuli.csv"
+        )
 
 
 def resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -126,6 +151,10 @@ def resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield f"decision.{key}", decision[key]
     if "preregistration" in decision:
         yield "decision.preregistration", decision["preregistration"]
+    for path in fairfund_stimuli(config):
+        yield "decision.fairfund_stimuli", path
+    for path in fairfund_published(config):
+        yield "decision.fairfund_published", path
     if "prompts" in decision.get("design", {}):
         yield "decision.design.prompts", decision["design"]["prompts"]
     for arm, block in (decision.get("extensions") or {}).items():

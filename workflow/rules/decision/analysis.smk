@@ -210,6 +210,27 @@ rule estimate_decision_heterogeneity:
         "../../scripts/estimate_decision_heterogeneity.py"
 
 
+# The aid domain's contrasts on FairFund-Bench's stimuli beside the published ones (an empty
+# table when no arm runs the aid domain).
+rule estimate_decision_aid_replication:
+    input:
+        **DECISION_FRAMES,
+        composition=decision_tables("composition")["composition"],
+        preregistration=config["decision"]["preregistration"],
+        published=decision_fairfund_published(),
+    output:
+        **decision_table_outputs("aid_replication"),
+    log:
+        "logs/decision/aid_replication.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/estimate_decision_aid_replication.py"
+
+
 # `snakemake decision`: this study alone.
 rule decision:
     input:

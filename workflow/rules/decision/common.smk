@@ -5,7 +5,7 @@ from cueaudit.decision import study as decision_study  # noqa: E402
 from cueaudit.decision.formats import DEFAULT_PROMPTS  # noqa: E402
 from cueaudit.decision.preregistration import load_preregistration  # noqa: E402
 from cueaudit.decision.prompts import PRIMARY, expected_counts, tier_summary  # noqa: E402
-from cueaudit.decision.tiers import profile_tier_counts  # noqa: E402
+from cueaudit.decision.build import design_tier_counts  # noqa: E402
 from cueaudit.decision.study import PREREGISTRATION_CHECK, REGISTERED_FILES  # noqa: E402
 
 # Written once by freeze_preregistration and never a rule output (Snakemake deletes a job's
@@ -42,6 +42,16 @@ def decision_pooled_extensions():
 
 def decision_prompt_resources():
     return decision_study.prompt_resources(config)
+
+
+def decision_fairfund_stimuli():
+    """FairFund-Bench's stimuli.csv when an arm runs the aid domain (else none)."""
+    return decision_study.fairfund_stimuli(config)
+
+
+def decision_fairfund_published():
+    """FairFund-Bench's published contrasts when an arm runs the aid domain (else none)."""
+    return decision_study.fairfund_published(config)
 
 
 def decision_arm_models(arm):
@@ -139,6 +149,8 @@ DECISION_TABLES["instrument"] += ["recognition_position", "recognition_ties"]
 DECISION_TABLES["contrasts"].append("sequential")
 # The power and sample-size planner, run on the simulator before any model call.
 DECISION_TABLES["plan"] = ["plan", "plan_cost"]
+# The aid-domain replication on FairFund-Bench's stimuli, beside the published contrasts.
+DECISION_TABLES["aid_replication"] = ["aid_replication"]
 DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]
 # Per model, mode and paraphrase (exploratory): the contrasts, their heterogeneity, race x
 # gender cells and the mode differences of each contrast; the per-model forest.
@@ -207,8 +219,13 @@ def decision_request_count():
     `expected_requests` says otherwise."""
     lines, total = [], 0
     profiles = decision_config()["profiles"]
-    tiers = profile_tier_counts(
-        profiles, decision_config()["profiles_format"], decision_config()["strip_suffixes"]
+    tiers = design_tier_counts(
+        profiles_path=profiles,
+        profiles_format=decision_config()["profiles_format"],
+        strip_suffixes=decision_config()["strip_suffixes"],
+        name_pairs_path=decision_config()["name_pairs"],
+        designs=decision_arms(),
+        fairfund_stimuli_path=decision_config().get("fairfund_stimuli"),
     )
     for arm, design in decision_arms().items():
         counts = expected_counts(design, tiers, profiles_file=profiles)

@@ -33,6 +33,7 @@ rule build_decision_prompts:
         neighbourhoods=config["decision"]["neighbourhoods"],
         terms=config["decision"]["demographic_terms"],
         prompts=decision_prompt_resources(),
+        fairfund_stimuli=decision_fairfund_stimuli(),
     output:
         decision_prompt_tables(),
     params:

@@ -34,7 +34,12 @@ from cueaudit.decision.analysis.fitters import (
     fit_design,
 )
 from cueaudit.decision.analysis.frames import PRIMARY, AnalysisFrames
-from cueaudit.decision.analysis.verdicts import equivalence, t_interval, with_verdicts
+from cueaudit.decision.analysis.verdicts import (
+    equivalence,
+    interval_record,
+    t_interval,
+    with_verdicts,
+)
 from cueaudit.decision.preregistration import PlannedContrast, Preregistration, Status
 from cueaudit.errors import InputError
 from cueaudit.stats.multiplicity import bh_qvalues, t_test
@@ -416,22 +421,9 @@ def estimate_placebo(
 def _placebo_record(
     domain: str, mode: str, c: ContrastSpec, fit: CellFit, alpha: float, label: str
 ) -> dict[str, object]:
-    e = fit.estimates[c.contrast]
-    df, low, high, p = t_interval(e, alpha)
-    return {
-        "domain": domain,
-        "mode": mode,
-        "contrast": c.contrast,
-        "estimator": fit.estimator,
-        "unit": fit.unit,
-        "estimate": e.estimate,
-        "se": e.se,
-        "df": df,
-        "ci_low": low,
-        "ci_high": high,
-        "p_value": p,
-        "rejects": bool(p < alpha) if np.isfinite(p) else None,
-        "n_obs": fit.n_obs if e.n_obs is None else e.n_obs,
-        "note": e.reason,
-        "label": label,
+    row = interval_record(fit, fit.estimates[c.contrast], alpha)
+    p = float(row["p_value"])  # type: ignore[arg-type]
+    rejects = bool(p < alpha) if np.isfinite(p) else None
+    return {"domain": domain, "mode": mode, "contrast": c.contrast, **row, "rejects": rejects} | {
+        "label": label
     }

@@ -34,6 +34,7 @@ from cueaudit.decision.analysis import (
     nonresponse,
     planner,
     planted,
+    replication,
     robustness,
     sequential,
     simulation_settings,
@@ -216,6 +217,23 @@ def write_sequential(
     state = status(registration, lock, answered_at=times)
     table = sequential.sequential_looks(frames, prereg, pre_registered=state)
     write_table(table, out, "Decision audit: pre-registered sequential looks (alpha spending)")
+    return table
+
+
+def write_aid_replication(inputs: Mapping[str, str], out: str) -> pl.DataFrame:
+    """The aid-domain replication (:mod:`.replication`) from the frames of ``inputs``:
+    cueaudit's contrasts on FairFund's stimuli beside the published values of
+    ``inputs["published"]`` (none: no arm runs the aid domain, an empty table), intervals at
+    the alpha of ``inputs["preregistration"]``."""
+    prereg = load_preregistration(inputs["preregistration"])
+    published = [p for path in inputs["published"] for p in replication.load_published(path)]
+    table = replication.aid_replication(read_frames(inputs), published, alpha=prereg.alpha)
+    write_table(
+        table,
+        out,
+        "Decision audit: the aid-domain replication on FairFund-Bench's stimuli, beside the "
+        "published contrasts",
+    )
     return table
 
 

@@ -84,6 +84,7 @@ import numpy as np
 import polars as pl
 
 from cueaudit.cues.name_pairs import load_name_pairs
+from cueaudit.decision.aid import with_aid
 from cueaudit.decision.analysis.frames import (
     RECOGNISED_LABELS,
     SCHEMAS,
@@ -138,10 +139,15 @@ def build_design(settings: SimulationSettings) -> SimulationDesign:
     pairs = load_name_pairs(settings.path(settings.name_pairs))
     hobbies = load_attribute_list(settings.path(settings.hobbies))
     neighbourhoods = load_attribute_list(settings.path(settings.neighbourhoods))
+    domains = {d for design, _ in settings.arms().values() for d in design.get("domains", ())}
+    stimuli = settings.fairfund_stimuli and settings.path(settings.fairfund_stimuli)
+    profiles, appeals = with_aid(profiles, pairs, stimuli or None, sorted(domains))
     arms = []
     for arm, (design, models) in settings.arms().items():
         design = {**design, "prompts": str(settings.path(design.get("prompts", DEFAULT_PROMPTS)))}
-        tables = build_decision_prompts(profiles, pairs, hobbies, neighbourhoods, design, arm)
+        tables = build_decision_prompts(
+            profiles, pairs, hobbies, neighbourhoods, design, arm, appeals
+        )
         labels = probe_labels(design["prompts"])
         arms.append(_arm_design(arm, models, tables, labels))
     return SimulationDesign(

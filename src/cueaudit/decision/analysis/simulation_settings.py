@@ -107,6 +107,7 @@ class SimulationSettings:
     name_pairs: str = "resources/names/elder_hayes_pairs.csv"
     hobbies: str = "resources/decision/hobbies.txt"
     neighbourhoods: str = "resources/decision/neighbourhoods.txt"
+    fairfund_stimuli: str | None = None  # the aid domain's appeals (FairFund-Bench)
     tier_quality: Mapping[str, float] = field(default_factory=lambda: dict(TIER_QUALITY))
     profile_sd: float = 0.25
     pair_sd: float = 0.04
@@ -334,7 +335,7 @@ def from_config(config: Mapping[str, Any], **generative: Any) -> SimulationSetti
     }
     resources = {
         k: decision[k]
-        for k in ("profiles", "name_pairs", "hobbies", "neighbourhoods")
+        for k in ("profiles", "name_pairs", "hobbies", "neighbourhoods", "fairfund_stimuli")
         if k in decision
     }
     if decision.get("profiles_format", "cueaudit") != "cueaudit":

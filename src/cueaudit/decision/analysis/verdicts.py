@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from cueaudit.decision.analysis.fitters import Estimate
+from cueaudit.decision.analysis.fitters import CellFit, Estimate
 from cueaudit.stats.multiplicity import bh_qvalues, equivalence_floor, mde, t_test, tost
 
 
@@ -23,6 +23,24 @@ def t_interval(e: Estimate, alpha: float) -> tuple[float, float, float, float]:
         return nan, nan, nan, nan
     test = t_test(e.estimate, e.se, e.df)
     return float(e.df), *test.conf_int(1 - alpha), test.p
+
+
+def interval_record(fit: CellFit, e: Estimate, alpha: float) -> dict[str, object]:
+    """A fitted contrast as table columns: estimator, unit, estimate, SE, its t test's df,
+    interval and p (:func:`t_interval`), the rows it used and why it is NaN (``note``)."""
+    df, low, high, p = t_interval(e, alpha)
+    return {
+        "estimator": fit.estimator,
+        "unit": fit.unit,
+        "estimate": e.estimate,
+        "se": e.se,
+        "df": df,
+        "ci_low": low,
+        "ci_high": high,
+        "p_value": p,
+        "n_obs": fit.n_obs if e.n_obs is None else e.n_obs,
+        "note": e.reason,
+    }
 
 
 def equivalence(
