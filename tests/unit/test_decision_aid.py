@@ -61,7 +61,7 @@ def tables(stimuli_path: Path) -> dict[str, pl.DataFrame]:
     pairs = load_name_pairs(NAME_PAIRS)
     profiles = load_profiles(ROOT / "resources/decision/profiles.jsonl")
     profiles, appeals = with_aid(profiles, pairs, stimuli_path, [AID_DOMAIN])
-    return build_decision_prompts(profiles, pairs, [], [], AID_DESIGN, "aid_test", appeals)
+    return build_decision_prompts(profiles, pairs, [], [], AID_DESIGN, "aid_test", appeals=appeals)
 
 
 def test_a_stimuli_file_without_a_column_is_refused_naming_file_and_column(
@@ -184,7 +184,8 @@ def test_the_workflow_builder_checks_the_aid_counts(tmp_path: Path, stimuli_path
     more = {**AID_DESIGN, "profiles_per_tier": 11}
     for path in out.values():
         path.unlink()
-    with pytest.raises(InputError, match=r"aid/clear_yes has 10 profiles"):
+    message = r"stimuli.csv \(the aid domain\): field 'tier': domain 'aid' has 10 clear_yes"
+    with pytest.raises(InputError, match=message):
         write_decision_prompts(
             **(args | {"designs": {"aid": more}}), out_paths=out, fairfund_stimuli_path=stimuli_path
         )
@@ -202,7 +203,7 @@ def test_fairfunds_own_stimuli_give_600_rate_prompts_with_the_paper_extension_de
         "bundles_per_type": {"demographic_matched": 120, "disguised_demographic": 120},
         "tasks": ["decision_rate_text", "decision_rank_text"],
     }
-    built = build_decision_prompts(profiles, pairs, [], [], design, "fairfund_aid", appeals)
+    built = build_decision_prompts(profiles, pairs, [], [], design, "fairfund_aid", appeals=appeals)
     assert {t: v.height for t, v in built.items()} == {
         "decision_rate_text__fairfund_aid": 600,
         "decision_rank_text__fairfund_aid": 240,

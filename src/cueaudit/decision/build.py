@@ -96,6 +96,8 @@ def write_decision_prompts(
     tables = {}
     tiers = tier_counts(profiles)
     source = str(profiles_path)
+    if appeals is not None:
+        source = f"{profiles_path} and {fairfund_stimuli_path} (the aid domain)"
     for arm, design in designs.items():
         # the tier rule's error names the file itself; the design's errors name theirs here
         expected = {

@@ -146,7 +146,7 @@ def build_design(settings: SimulationSettings) -> SimulationDesign:
     for arm, (design, models) in settings.arms().items():
         design = {**design, "prompts": str(settings.path(design.get("prompts", DEFAULT_PROMPTS)))}
         tables = build_decision_prompts(
-            profiles, pairs, hobbies, neighbourhoods, design, arm, appeals
+            profiles, pairs, hobbies, neighbourhoods, design, arm, appeals=appeals
         )
         labels = probe_labels(design["prompts"])
         arms.append(_arm_design(arm, models, tables, labels))

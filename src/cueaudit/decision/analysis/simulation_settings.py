@@ -17,10 +17,10 @@ import yaml
 
 from cueaudit.decision.analysis.design_matrix import BASELINES
 from cueaudit.decision.analysis.frames import POINTS_RULES, PRIMARY
+from cueaudit.decision.build import design_tier_counts
 from cueaudit.decision.design import BUNDLE_TYPES, GENDERS, RACES
 from cueaudit.decision.profiles import TIERS
 from cueaudit.decision.prompts import expected_counts
-from cueaudit.decision.tiers import profile_tier_counts
 from cueaudit.errors import InputError
 
 SOURCE: Final = "simulation settings"
@@ -314,7 +314,15 @@ def planted_group(key: tuple[str, str, str]) -> tuple[str, str]:
 def request_counts(settings: SimulationSettings) -> dict[str, int]:
     """Requests (answers before exploding rankings) of each arm: prompts x models x seeds."""
     profiles = settings.path(settings.profiles)
-    tiers = profile_tier_counts(profiles)
+    stimuli = settings.fairfund_stimuli
+    tiers = design_tier_counts(
+        profiles_path=profiles,
+        profiles_format="cueaudit",
+        strip_suffixes=(),
+        name_pairs_path=settings.path(settings.name_pairs),
+        designs={arm: design for arm, (design, _) in settings.arms().items()},
+        fairfund_stimuli_path=None if stimuli is None else settings.path(stimuli),
+    )
     return {
         arm: sum(expected_counts(design, tiers, profiles_file=str(profiles)).values())
         * len(models)
