@@ -167,11 +167,13 @@ def test_paper_settings_have_the_paper_size() -> None:
         PRIMARY: 5 * 3 * (4 * 480 + 3 * 144 + 2 * 48),
         "precision_topup": 5 * 600,
         "reasoning_rerun": 480 + 480 + 48,
+        "wording": 2 * 480,  # one model, hiring Rate under two paraphrases
     }
     total = sum(counts.values())
     config = yaml.safe_load((ROOT / "config/decision/paper.yaml").read_text())
-    assert total == config["decision"]["expected_requests"] == 40_728
-    assert abs(total - 40_726) == 2  # every unit of the design is a multiple of 4 requests
+    assert total == config["decision"]["expected_requests"] == 41_688
+    # every unit of the design is a multiple of 4 requests
+    assert abs(total - counts["wording"] - 40_726) == 2
     assert paper.planted == {("hiring", "rate", "black_vs_white"): RATE}
     assert paper.position_gain["disguised_demographic"] == GAIN
     assert paper.tie_rates["demographic_matched"] == paper.tie_rates["irrelevant_matched"] == 1

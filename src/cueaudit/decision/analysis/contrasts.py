@@ -34,7 +34,12 @@ from cueaudit.decision.analysis.fitters import (
     fit_design,
 )
 from cueaudit.decision.analysis.frames import PRIMARY, AnalysisFrames
-from cueaudit.decision.analysis.verdicts import equivalence, t_interval, with_verdicts
+from cueaudit.decision.analysis.verdicts import (
+    equivalence,
+    estimate_fields,
+    t_interval,
+    with_verdicts,
+)
 from cueaudit.decision.preregistration import PlannedContrast, Preregistration, Status
 from cueaudit.errors import InputError
 from cueaudit.stats.multiplicity import bh_qvalues, t_test
@@ -225,7 +230,8 @@ def _record(
     reason: str | None,
 ) -> dict[str, object]:
     sd = fit.outcome_sd
-    df, low, high, p = t_interval(e, prereg.alpha)
+    fields = estimate_fields(fit, e, prereg.alpha)
+    df = float(fields.pop("df"))  # type: ignore[arg-type]
     rec: dict[str, object] = {
         "contrast_id": c.id,
         "domain": c.domain,
@@ -234,17 +240,9 @@ def _record(
         "dimension": c.dimension,
         "focal": c.focal,
         "reference": c.reference,
-        "estimator": fit.estimator,
-        "unit": fit.unit,
-        "estimate": e.estimate,
-        "se": e.se,
+        **fields,
         "df": df,
-        "inference": fit.inference,
-        "ci_low": low,
-        "ci_high": high,
-        "p_value": p,
         "outcome_sd": sd,
-        "n_obs": fit.n_obs if e.n_obs is None else e.n_obs,
         "in_family": in_family,
         "q_value": None,
         "margin": margin,
@@ -252,7 +250,7 @@ def _record(
         "verdict": None,
         "pre_registered": reason is None,
         "label": None,
-        "_reason": e.reason,
+        "_reason": fields.pop("note"),
     }
     scaled = sd if np.isfinite(sd) and sd > 0 else np.nan
     for col in ("estimate", "se", "ci_low", "ci_high", "mde", "equivalence_floor"):

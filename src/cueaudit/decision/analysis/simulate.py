@@ -13,7 +13,9 @@ Each prompt is answered once per model and seed of its arm.
     q = tier_quality[tier] + u_p + v_k + w_model,
 
 ``u, v, w`` normal with SDs ``profile_sd, pair_sd, model_sd``, clipped at ±2 SD (symmetric,
-so their mean stays zero) and drawn afresh for each study (``seed``). The formats read it:
+so their mean stays zero) and drawn afresh for each study (``seed``); ``u`` adds the fixed
+``profile_quality`` of a profile, if the settings give one (applications of unequal quality).
+The formats read it:
 
 Rate (identity link)
     the expected rating ``m = rate_center + rate_scale * q + mode shift + planted`` must lie
@@ -56,6 +58,9 @@ Probes
     choice, :attr:`SimulationSettings.recognition_position_shift` at the position its prompt
     lists the Fairness option (none by default: recognition does not depend on the position);
     otherwise one of the other labels of the prompt file, at random.
+
+``model_planted`` adds a model's own planted effects to its rows (a model x group
+interaction), by the same mechanisms.
 
 Any answer fails to parse with probability ``parse_failure`` (a null ``y``; a ranking with
 null ranks; a probe with a null label), independently of everything else, so it never biases
@@ -263,6 +268,10 @@ def _latent(
     seed: int,
 ) -> _Latent:
     profile = _effects(_stream(seed, "profile"), len(profile_ids), settings.profile_sd)
+    unknown = sorted(set(settings.profile_quality) - set(profile_ids))
+    if unknown:
+        raise InputError(SOURCE, f"no profile {unknown[0]!r} in the design", "profile_quality")
+    profile = profile + np.array([settings.profile_quality.get(p, 0.0) for p in profile_ids])
     pair = _effects(_stream(seed, "pair"), len(pair_ids), settings.pair_sd)
     model_pair: dict[str, float] = {}
     if settings.model_pair_sd > 0:
@@ -281,12 +290,18 @@ def _latent(
 def _planted(
     rows: pl.DataFrame, settings: SimulationSettings, fmt_column: str | None
 ) -> np.ndarray:
-    """The planted effect of each row (its domain, format and groups)."""
+    """The planted effect of each row (its domain, format and groups; and its model's own,
+    ``model_planted``)."""
     total = np.zeros(rows.height)
-    for key, value in settings.planted.items():
+    planted = [(key, value, None) for key, value in settings.planted.items()]
+    for model, extra in settings.model_planted.items():
+        planted += [(key, value, model) for key, value in extra.items()]
+    for key, value, model in planted:
         domain, fmt, _ = key
         dimension, level = planted_group(key)
         hit = (rows["domain"] == domain) & (rows[dimension] == level)
+        if model is not None:
+            hit = hit & (rows["model"] == model)
         if fmt_column is not None:
             hit = hit & (rows[fmt_column] == fmt)
         elif fmt != "rank":

@@ -85,12 +85,17 @@ class SimulationSettings:
     bundle type and ``recognition`` the recognition rate per probe and bundle type (both
     completed from the paper's defaults, :data:`TIE_RATES` and :data:`RECOGNITION`);
     ``mode_shift`` a shift of the expected answer per format and mode (e.g. tool calls).
+    ``profile_quality`` adds a fixed quality to profiles by id (applications of unequal
+    quality within a tier, beyond the random ``profile_sd``).
     ``failure_by_group`` adds to ``parse_failure`` per model and race or gender level, for
     Rate and Decide answers (``{"m1": {"Black": 0.2}}``: m1's answers about Black applicants
     fail 20 points more often): a differential non-response.
     ``recognition_position_shift`` adds to the forced choice's recognition rate by the
     position its prompt lists the Fairness option at (1 = first; none by default), a planted
     position effect: every shifted rate must stay a probability.
+    ``model_planted`` adds effects for one model's answers only, keyed as ``planted``
+    (``{"m1": {("hiring", "rate", "black_vs_white"): 0.35}}``): a model x group interaction,
+    which the pooled contrast averages over the models.
     Resource paths are relative to ``root``.
     """
 
@@ -105,6 +110,7 @@ class SimulationSettings:
     neighbourhoods: str = "resources/decision/neighbourhoods.txt"
     tier_quality: Mapping[str, float] = field(default_factory=lambda: dict(TIER_QUALITY))
     profile_sd: float = 0.25
+    profile_quality: Mapping[str, float] = field(default_factory=dict)
     pair_sd: float = 0.04
     model_sd: float = 0.10
     model_pair_sd: float = 0.0
@@ -129,6 +135,7 @@ class SimulationSettings:
     )
     points: str = POINTS_RULES[0]
     recognition_position_shift: Mapping[int, float] = field(default_factory=dict)
+    model_planted: Mapping[str, Mapping[tuple[str, str, str], float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.models or len(set(self.models)) < len(self.models):
@@ -139,6 +146,8 @@ class SimulationSettings:
             raise InputError(SOURCE, f"{PRIMARY!r} is the primary arm", "extensions")
         if sorted(self.tier_quality) != sorted(TIERS):
             raise InputError(SOURCE, f"one value per tier {TIERS}", "tier_quality")
+        if not all(np.isfinite(list(_mapping(self.profile_quality, "profile_quality").values()))):
+            raise InputError(SOURCE, "finite numbers", "profile_quality")
         if self.points not in POINTS_RULES:
             raise InputError(SOURCE, f"one of {list(POINTS_RULES)}", "points")
         for key in (
@@ -165,12 +174,32 @@ class SimulationSettings:
         self._check_position_shift()
         for key in self.planted:
             planted_group(key)
+        self._check_model_planted()
         self._check_failure_by_group()
         for fmt in self.mode_shift:
             if fmt not in JUDGEMENT_BOUNDS:
                 raise InputError(SOURCE, f"mode shifts exist for {list(JUDGEMENT_BOUNDS)}", fmt)
         for fmt in JUDGEMENT_BOUNDS:
             self._check_bounds(fmt)
+
+    def _check_model_planted(self) -> None:
+        models = set(self.models).union(*(ext.models for ext in self.extensions.values()))
+        for model, planted in _mapping(self.model_planted, "model_planted").items():
+            if model not in models:
+                raise InputError(SOURCE, f"unknown model {model!r}", "model_planted")
+            for key in _mapping(planted, f"model_planted.{model}"):
+                planted_group(key)
+
+    def planted_scenarios(self) -> list[dict[tuple[str, str, str], float]]:
+        """The planted effects of every model: the common ones, and with each model's own
+        added (the bounds hold for all)."""
+        scenarios = [dict(self.planted)]
+        for extra in self.model_planted.values():
+            merged = dict(self.planted)
+            for key, value in extra.items():
+                merged[key] = merged.get(key, 0.0) + value
+            scenarios.append(merged)
+        return scenarios
 
     def _check_failure_by_group(self) -> None:
         levels = {"race": RACES, "gender": GENDERS}
@@ -210,20 +239,22 @@ class SimulationSettings:
         effect of the settings."""
         center = self.rate_center if fmt == "rate" else self.decide_center
         spread = CLIP * (self.profile_sd + self.pair_sd + self.model_sd + self.model_pair_sd)
+        spread += max([0.0, *(abs(v) for v in self.profile_quality.values())])
         shifts = [0.0, *self.mode_shift.get(fmt, {}).values()]
-        domains = {d for d, f, _ in self.planted if f == fmt} or {""}
         low, high = JUDGEMENT_BOUNDS[fmt]
         largest = np.inf
-        for domain in domains:
-            by_dim: dict[str, list[float]] = {"race": [0.0], "gender": [0.0]}
-            for key, value in self.planted.items():
-                if key[0] == domain and key[1] == fmt:
-                    by_dim[planted_group(key)[0]].append(value)
-            up = center + max(shifts) + sum(max(v) for v in by_dim.values())
-            down = center + min(shifts) + sum(min(v) for v in by_dim.values())
-            reach_up = max(self.tier_quality.values()) + spread
-            reach_down = spread - min(self.tier_quality.values())
-            largest = min(largest, (high - up) / reach_up, (down - low) / reach_down)
+        for planted in self.planted_scenarios():
+            domains = {d for d, f, _ in planted if f == fmt} or {""}
+            for domain in domains:
+                by_dim: dict[str, list[float]] = {"race": [0.0], "gender": [0.0]}
+                for key, value in planted.items():
+                    if key[0] == domain and key[1] == fmt:
+                        by_dim[planted_group(key)[0]].append(value)
+                up = center + max(shifts) + sum(max(v) for v in by_dim.values())
+                down = center + min(shifts) + sum(min(v) for v in by_dim.values())
+                reach_up = max(self.tier_quality.values()) + spread
+                reach_down = spread - min(self.tier_quality.values())
+                largest = min(largest, (high - up) / reach_up, (down - low) / reach_down)
         return float(largest)
 
     def _check_bounds(self, fmt: str) -> None:

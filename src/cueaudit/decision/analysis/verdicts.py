@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from cueaudit.decision.analysis.fitters import Estimate
+from cueaudit.decision.analysis.fitters import CellFit, Estimate
 from cueaudit.stats.multiplicity import bh_qvalues, equivalence_floor, mde, t_test, tost
 
 
@@ -23,6 +23,25 @@ def t_interval(e: Estimate, alpha: float) -> tuple[float, float, float, float]:
         return nan, nan, nan, nan
     test = t_test(e.estimate, e.se, e.df)
     return float(e.df), *test.conf_int(1 - alpha), test.p
+
+
+def estimate_fields(fit: CellFit, e: Estimate, alpha: float) -> dict[str, object]:
+    """An estimate's columns as the contrast tables type them, and ``note`` (why it is NaN):
+    :data:`cueaudit.decision.analysis.wording.ESTIMATE_SCHEMA`; t interval at ``alpha``."""
+    df, low, high, p = t_interval(e, alpha)
+    return {
+        "estimator": fit.estimator,
+        "unit": fit.unit,
+        "estimate": e.estimate,
+        "se": e.se,
+        "df": df,
+        "inference": fit.inference,
+        "ci_low": low,
+        "ci_high": high,
+        "p_value": p,
+        "n_obs": fit.n_obs if e.n_obs is None else e.n_obs,
+        "note": e.reason,
+    }
 
 
 def equivalence(
