@@ -39,6 +39,8 @@ ANALYSIS_TABLES = [
     "recognition",
     "agreement",
 ]
+# the extension arms' own analyses (empty here: the design has no extension)
+ANALYSIS_TABLES += ["composition_flags", "wording", "reasoning_paired"]
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")
 
 
