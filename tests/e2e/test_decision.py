@@ -41,6 +41,8 @@ ANALYSIS_TABLES = [
 ]
 # Per model, mode and paraphrase (exploratory), and the per-model forest.
 ANALYSIS_TABLES += ["contrasts_by", "heterogeneity", "intersectional", "mode_differences"]
+# the extension arms' own analyses (empty here: the design has no extension)
+ANALYSIS_TABLES += ["composition_flags", "wording", "reasoning_paired"]
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")
 #: FairFund-Bench's stimuli where the workspace keeps them (the paper config's aid arm).
 FAIRFUND = ROOT.parent / "shared/data/fairfund/stimuli.csv"
@@ -332,7 +334,12 @@ def test_the_paper_config_prints_its_request_count_before_running(
     assert "decision extension precision_topup: 600 prompts per model x seed" in output
     assert "decision extension reasoning_rerun: 1008 prompts per model x seed" in output
     assert "decision extension fairfund_aid: 840 prompts per model x seed" in output
-    assert "decision audit in total: 44928 requests" in output
+    # the wording arm: hiring Rate under both paraphrases, 12 profiles x 40 pairs each
+    assert (
+        "decision extension wording: 960 prompts per model x seed (decision_rate_text 960); "
+        "1 model x seed runs: 960 requests"
+    ) in output
+    assert "decision audit in total: 45888 requests" in output
     # the reasoning rerun runs on its own model entry only, the primary arm never does
     jobs = re.findall(r"output: results/responses/([^/]+)/seed0/([^/]+)/0.parquet", output)
     assert {m for m, t in jobs if t.endswith("__reasoning_rerun")} == {"proprietary-a-reasoning"}
@@ -350,7 +357,7 @@ def test_a_wrong_request_count_or_an_untagged_extension_stops_the_run(
     result = run_snakemake(tmp_path, "decision", "--dry-run", check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "config key decision.expected_requests: 40728, but the design has 44928" in output
+    assert "config key decision.expected_requests: 40728, but the design has 45888" in output
 
     config = paper_config()
     del config["decision"]["extensions"]["precision_topup"]["extension"]

@@ -169,12 +169,13 @@ def test_paper_settings_have_the_paper_size() -> None:
         "precision_topup": 5 * 600,
         "reasoning_rerun": 480 + 480 + 48,
         "fairfund_aid": 5 * (75 * 8 + 240),
+        "wording": 2 * 480,  # one model, hiring Rate under two paraphrases
     }
     total = sum(counts.values())
     config = yaml.safe_load((ROOT / "config/decision/paper.yaml").read_text())
-    assert total == config["decision"]["expected_requests"] == 44_928
+    assert total == config["decision"]["expected_requests"] == 45_888
     # every unit of the paper's own design is a multiple of 4 requests
-    assert abs(total - counts["fairfund_aid"] - 40_726) == 2
+    assert abs(total - counts["fairfund_aid"] - counts["wording"] - 40_726) == 2
     assert paper.planted == {("hiring", "rate", "black_vs_white"): RATE}
     assert paper.position_gain["disguised_demographic"] == GAIN
     assert paper.tie_rates["demographic_matched"] == paper.tie_rates["irrelevant_matched"] == 1

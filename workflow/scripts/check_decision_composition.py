@@ -11,5 +11,7 @@ table = write_composition(
     snakemake.output.composition,
     snakemake.params.alpha,
     stop=snakemake.params.stop,
+    flags_out=snakemake.output.composition_flags,
+    confounded_arms=snakemake.params.confounded_arms,
 )
 log.info("\n%s", table)

@@ -511,6 +511,38 @@ def check_composition(
     return results
 
 
+def _contingency(
+    frame: pl.DataFrame, group: str, factor: str
+) -> tuple[list[Any], list[Any], np.ndarray, np.ndarray]:
+    """Levels of ``group`` and ``factor``, observed counts and counts under independence."""
+    rows = frame.select(group, factor).drop_nulls()
+    groups = sorted(set(rows[group].to_list()), key=str)
+    levels = sorted(set(rows[factor].to_list()), key=str)
+    observed = np.zeros((len(groups), len(levels)))
+    counts = Counter(zip(rows[group].to_list(), rows[factor].to_list(), strict=True))
+    for (g, level), n in counts.items():
+        observed[groups.index(g), levels.index(level)] = n
+    total = observed.sum()
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / max(total, 1.0)
+    return groups, levels, observed, expected
+
+
+def composition_cells(frame: pl.DataFrame, group: str, factor: str) -> pl.DataFrame:
+    """Every ``group`` × ``factor`` cell of a frame (nulls left out): its count, its count
+    under independence (row total × column total / n) and the Pearson residual."""
+    groups, levels, observed, expected = _contingency(frame, group, factor)
+    cells = [
+        (str(groups[i]), str(levels[j]), int(observed[i, j]), float(expected[i, j]))
+        for i, j in np.ndindex(observed.shape)
+    ]
+    schema = {"group_level": pl.String, "factor_level": pl.String}
+    table = pl.DataFrame(
+        cells, schema=schema | {"observed": pl.Int64, "expected": pl.Float64}, orient="row"
+    )
+    residual = (pl.col("observed") - pl.col("expected")) / pl.col("expected").sqrt()
+    return table.with_columns(residual=residual)
+
+
 def _test(
     frame: pl.DataFrame,
     group: str,
@@ -521,15 +553,8 @@ def _test(
     alpha: float,
     max_cells: int,
 ) -> CompositionTest:
-    rows = frame.select(group, factor).drop_nulls()
-    groups = sorted(set(rows[group].to_list()), key=str)
-    levels = sorted(set(rows[factor].to_list()), key=str)
-    observed = np.zeros((len(groups), len(levels)))
-    counts = Counter(zip(rows[group].to_list(), rows[factor].to_list(), strict=True))
-    for (g, level), n in counts.items():
-        observed[groups.index(g), levels.index(level)] = n
+    groups, levels, observed, expected = _contingency(frame, group, factor)
     total = observed.sum()
-    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / max(total, 1.0)
     statistic, p_value = 0.0, 1.0
     if len(groups) > 1 and len(levels) > 1:
         statistic = float(((observed - expected) ** 2 / expected).sum())

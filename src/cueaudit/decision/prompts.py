@@ -20,9 +20,11 @@ columns of :data:`SINGLE_PROMPT_SCHEMA`. Ranking and probe tables hold one row p
 prompt: the per-candidate columns (:data:`CANDIDATE_COLUMNS`, named ``candidates_<column>``)
 are lists in the order shown
 (A-D), so ``explode_candidates`` gives one row per candidate beside the parsed ``ranks``.
-Single-profile rows have ``bundle_type`` "single", no bundle and position 1. Probe tables
-add ``probe`` and, for the forced choice, ``option_order`` (its labels in the order shown,
-rotated across prompts: :func:`cueaudit.decision.probes.option_orders`) and
+Single-profile rows have ``bundle_type`` "single", no bundle and position 1. An extension arm
+may replace the crossing by the confounded construction (``name_assignment:
+fixed_per_profile``, :func:`fixed_name_sets`): each profile under one race's name pairs.
+Probe tables add ``probe`` and, for the forced choice, ``option_order`` (its labels in the
+order shown, rotated across prompts: :func:`cueaudit.decision.probes.option_orders`) and
 ``fairness_position`` (where the Fairness option is listed, 1 = first); both are null for
 the free-text probe.
 
@@ -61,6 +63,13 @@ SINGLE: Final = "single"
 PRIMARY: Final = "primary"
 ARM_SEPARATOR: Final = "__"
 RATING_SCALE: Final = 5
+#: How Rate and Decide prompts pair profiles with name pairs (design key ``name_assignment``):
+#: ``crossed`` (every profile under every name pair; the pre-registered design) or
+#: ``fixed_per_profile``, the confounded construction of the paper's wording arm, allowed only
+#: in an extension arm: each profile is shown under a fixed set of name pairs, those of one
+#: race, dealt in design order and rotated by one race per paraphrase
+#: (:func:`fixed_name_sets`), so race is tied to the application.
+NAME_ASSIGNMENTS: Final = ("crossed", "fixed_per_profile")
 
 
 class TaskSpec(NamedTuple):
@@ -180,6 +189,13 @@ def _choices(
     return tuple(dict.fromkeys(value))
 
 
+def _choice(settings: Mapping[str, Any], key: str, known: Sequence[str]) -> str:
+    value = settings.get(key, known[0])
+    if value not in known:
+        raise InputError("decision settings", f"one of {', '.join(known)}, got {value!r}", key)
+    return str(value)
+
+
 @dataclass(frozen=True)
 class DesignSettings:
     """The settings the prompt tables are built from (see :meth:`of` for the keys)."""
@@ -197,6 +213,7 @@ class DesignSettings:
     replicates: int = 1
     probe_bundles: int = 24
     tier_rule: str = tiers.DEFAULT_TIER_RULE
+    name_assignment: str = NAME_ASSIGNMENTS[0]
 
     @property
     def crosses_profiles(self) -> bool:
@@ -207,8 +224,8 @@ class DesignSettings:
     def of(cls, settings: Mapping[str, Any]) -> DesignSettings:
         """Read the keys ``prompts, seed, domains, tasks, paraphrases, profiles_per_tier,
         names_per_cell, bundles_per_type (an int or one per bundle type), replicates,
-        probe_bundles, tier_rule`` (:mod:`cueaudit.decision.tiers`); other keys are ignored
-        (they belong to other parts of the study)."""
+        probe_bundles, tier_rule`` (:mod:`cueaudit.decision.tiers`), ``name_assignment``;
+        other keys are ignored (they belong to other parts of the study)."""
         prompts = settings.get("prompts", DEFAULT_PROMPTS)
         if not isinstance(prompts, str) or not prompts:
             raise InputError("decision settings", "a path", "prompts")
@@ -224,6 +241,7 @@ class DesignSettings:
             replicates=_integer(settings, "replicates", 1, 1),
             probe_bundles=_integer(settings, "probe_bundles", 24, 0),
             tier_rule=tiers.check_tier_rule(settings.get("tier_rule", tiers.DEFAULT_TIER_RULE)),
+            name_assignment=_choice(settings, "name_assignment", NAME_ASSIGNMENTS),
         )
 
     def probed(self, bundle_type: str) -> int:
@@ -256,6 +274,8 @@ def expected_counts(
     per_domain = len(cfg.domains) * cfg.replicates
     bundles = per_domain * sum(cfg.bundles_per_type.values())
     probed = per_domain * sum(cfg.probed(t) for t in design.BUNDLE_TYPES)
+    if cfg.name_assignment == "fixed_per_profile":  # one race's pairs per profile
+        crossed //= len(design.RACES)
     rows = {"rate": crossed, "decide": crossed, "rank": bundles, "probe": probed}
     return {task: rows[TASKS[task].format] * cfg.paraphrases for task in cfg.tasks}
 
@@ -348,13 +368,38 @@ def _with_appeals(rows: pl.DataFrame, appeals: pl.DataFrame | None) -> pl.DataFr
     return rows.with_columns(text=pl.coalesce(appeal, "text"))
 
 
+def fixed_name_sets(crossed: pl.DataFrame, paraphrase_index: int) -> pl.DataFrame:
+    """The confounded construction (``name_assignment: fixed_per_profile``): of the crossing
+    (:func:`_crossed`, profiles in design order: tier, profile id), the ``i``-th profile of
+    each domain keeps only the name pairs of race ``RACES[(i + paraphrase_index) % 4]``. Each
+    race gets one profile per tier when a tier has four, so the race contrast compares
+    different applications, and a different set of them in each paraphrase."""
+    order = crossed.select("domain", "profile_id").unique(maintain_order=True)
+    dealt: dict[tuple[str, str], str] = {}
+    seen: dict[str, int] = {}
+    for domain, profile in order.iter_rows():
+        i = seen.get(domain, 0)
+        seen[domain] = i + 1
+        dealt[(domain, profile)] = design.RACES[(i + paraphrase_index) % len(design.RACES)]
+    keep = [
+        dealt[(d, p)] == race
+        for d, p, race in crossed.select("domain", "profile_id", "race").iter_rows()
+    ]
+    return crossed.filter(pl.Series(keep, dtype=pl.Boolean))
+
+
 def _single_table(
-    task: str, crossed: pl.DataFrame, resources: PromptResources, paraphrases: Sequence[str]
+    task: str,
+    crossed: pl.DataFrame,
+    resources: PromptResources,
+    paraphrases: Sequence[str],
+    name_assignment: str = NAME_ASSIGNMENTS[0],
 ) -> pl.DataFrame:
     spec = TASKS[task]
     rows = []
-    for paraphrase in paraphrases:
-        for r in crossed.iter_rows(named=True):
+    for index, paraphrase in enumerate(paraphrases):
+        shown = crossed if name_assignment == "crossed" else fixed_name_sets(crossed, index)
+        for r in shown.iter_rows(named=True):
             candidate = Candidate(r["full_name"], r["title"], r["text"])
             text = render_single(
                 resources,
@@ -517,7 +562,9 @@ def build_decision_prompts(
     if single:
         crossed = _crossed(selection.crossed, name_pairs, cfg, appeals)
         for task in single:
-            tables[task] = _single_table(task, crossed, resources, paraphrases[TASKS[task].format])
+            tables[task] = _single_table(
+                task, crossed, resources, paraphrases[TASKS[task].format], cfg.name_assignment
+            )
     if len(tables) < len(cfg.tasks):
         bundles = design.build_bundles(
             selection.bundled,

@@ -10,6 +10,7 @@ from cueaudit.config import unknown_models
 from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, PROFILE_DOMAINS
 from cueaudit.decision.prompts import (
     MAX_NEW_TOKENS,
+    NAME_ASSIGNMENTS,
     PRIMARY,
     arm_task,
     max_new_tokens,
@@ -141,6 +142,52 @@ def problems(config: Mapping[str, Any]) -> Iterator[str]:
             "config key decision.fairfund_stimuli: the aid domain shows FairFund-Bench's "
             "appeals; give the path of its stimuli.csv"
         )
+    yield from _confounded_problems(decision)
+    yield from _paired_problems(config)
+
+
+def _confounded_problems(decision: Mapping[str, Any]) -> Iterator[str]:
+    """The confounded construction is a named extension, never the pre-registered design."""
+    assignment = decision["design"].get("name_assignment", NAME_ASSIGNMENTS[0])
+    if assignment != NAME_ASSIGNMENTS[0]:
+        yield (
+            f"config key decision.design.name_assignment: {assignment} ties race to the "
+            "application; only an extension arm (decision.extensions.<arm>.design) may use it"
+        )
+
+
+def _paired_problems(config: Mapping[str, Any]) -> Iterator[str]:
+    """``paired_with`` names a model of the primary arm, and the arm runs one other model."""
+    primary = arm_models(config, PRIMARY)
+    for arm, block in config["decision"]["extensions"].items():
+        paired = block.get("paired_with")
+        if paired is None:
+            continue
+        key = f"config key decision.extensions.{arm}.paired_with"
+        if paired not in primary:
+            yield f"{key}: {paired!r} is not a model of the pre-registered arm ({primary})"
+        models = arm_models(config, arm)
+        if len(models) != 1 or models[0] == paired:
+            yield (
+                f"{key}: a paired arm runs one model other than {paired!r} "
+                f"(decision.extensions.{arm}.models is {models})"
+            )
+        if block.get("pool_with_primary"):
+            yield f"{key}: a paired arm is compared with the primary rows, not pooled with them"
+
+
+def paired_arms(config: Mapping[str, Any]) -> dict[str, str]:
+    """Extension arm -> the primary-arm model it is paired with (``paired_with``)."""
+    extensions = config["decision"].get("extensions", {})
+    return {arm: b["paired_with"] for arm, b in extensions.items() if "paired_with" in b}
+
+
+def name_assignments(config: Mapping[str, Any]) -> dict[str, str]:
+    """Arm -> its Rate / Decide name assignment (``crossed`` unless the design says so)."""
+    return {
+        arm: design.get("name_assignment", NAME_ASSIGNMENTS[0])
+        for arm, design in arms(config).items()
+    }
 
 
 def resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

@@ -1,5 +1,6 @@
 # The decision audit's analyses: outcome summary, analysis frames, composition checks,
-# non-response, pre-registered contrasts, planted disparities, instrument effects, figures. Each table is
+# non-response, pre-registered contrasts, planted disparities, instrument effects, figures,
+# the wording arm and the paired reasoning rerun. Each table is
 # a CSV + Markdown under results/tables/ and a table in results/cueaudit.duckdb.
 
 
@@ -55,6 +56,7 @@ rule check_decision_composition:
     params:
         alpha=decision_analysis_settings()["composition_alpha"],
         stop=decision_analysis_settings()["stop_on_differential_nonresponse"],
+        confounded_arms=decision_confounded_arms(),
     log:
         "logs/decision/composition.log",
     conda:
@@ -229,6 +231,51 @@ rule estimate_decision_aid_replication:
         runtime=30,
     script:
         "../../scripts/estimate_decision_aid_replication.py"
+
+
+# The wording arm: every extension arm with several paraphrases, by paraphrase and as
+# paraphrase x group, each cell marked where the composition check flagged it.
+rule estimate_decision_wording:
+    input:
+        **DECISION_FRAMES,
+        composition=decision_tables("composition")["composition"],
+        composition_flags=decision_tables("composition")["composition_flags"],
+        preregistration=config["decision"]["preregistration"],
+    output:
+        **decision_table_outputs("wording"),
+    params:
+        name_assignments=decision_name_assignments(),
+    log:
+        "logs/decision/wording.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/estimate_decision_wording.py"
+
+
+# A paired arm (`paired_with`: the reasoning rerun) against the same model without reasoning,
+# on the prompts both answered.
+rule compare_decision_reasoning:
+    input:
+        **DECISION_FRAMES,
+        composition=decision_tables("composition")["composition"],
+        preregistration=config["decision"]["preregistration"],
+    output:
+        **decision_table_outputs("reasoning_paired"),
+    params:
+        pairs=decision_paired_arms(),
+    log:
+        "logs/decision/reasoning_paired.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/compare_decision_reasoning.py"
 
 
 # `snakemake decision`: this study alone.

@@ -151,6 +151,11 @@ DECISION_TABLES["contrasts"].append("sequential")
 DECISION_TABLES["plan"] = ["plan", "plan_cost"]
 # The aid-domain replication on FairFund-Bench's stimuli, beside the published contrasts.
 DECISION_TABLES["aid_replication"] = ["aid_replication"]
+# The unbalanced cells of failed composition checks; the wording arm by paraphrase and
+# paraphrase x group; a paired arm (reasoning on) against the same model without.
+DECISION_TABLES["composition"] += ["composition_flags"]
+DECISION_TABLES["wording"] = ["wording"]
+DECISION_TABLES["reasoning_paired"] = ["reasoning_paired"]
 DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]
 # Per model, mode and paraphrase (exploratory): the contrasts, their heterogeneity, race x
 # gender cells and the mode differences of each contrast; the per-model forest.
@@ -208,6 +213,21 @@ def decision_plan_config():
 
 def decision_analysis_settings():
     return decision_config()["analysis"]
+
+
+def decision_name_assignments():
+    """Arm -> its Rate / Decide name assignment (crossed, or fixed_per_profile)."""
+    return decision_study.name_assignments(config)
+
+
+def decision_confounded_arms():
+    """Arms confounded by construction: their composition failures are reported, not stops."""
+    return [arm for arm, how in decision_name_assignments().items() if how != "crossed"]
+
+
+def decision_paired_arms():
+    """Extension arm -> the pre-registered arm's model it reruns (`paired_with`)."""
+    return decision_study.paired_arms(config)
 
 
 def decision_outputs():

@@ -31,6 +31,11 @@ Two subsamples are tested (column ``subsample``):
     tests below ``alpha``), and the analysis goes on, unless ``stop`` (the config's
     ``decision.analysis.stop_on_differential_nonresponse``) makes it raise.
 
+An arm whose design is confounded by construction (``name_assignment: fixed_per_profile``,
+the paper's wording arm) is checked the same way but never stops the analysis: its failed
+design tests are reported (``passed`` false, the note naming the cells), and
+:func:`check_with_flags` lists the offending profile × race cells of every failed test.
+
 A group or factor with a single level in a stratum has nothing to test and is skipped. The
 default ``alpha`` is 0.001: every subsample is tested, the counts repeat the same prompts over
 models and seeds (so the test is anti-conservative), and a real confound of the
@@ -53,6 +58,7 @@ from cueaudit.decision.design import (
     CompositionError,
     CompositionTest,
     check_composition,
+    composition_cells,
 )
 from cueaudit.stats.multiplicity import bh_qvalues
 
@@ -70,6 +76,28 @@ RANKING_CONTRASTS: Final[Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]]] 
 #: Where each analysed subsample is tested, before the design's strata.
 ANALYSED_BY: Final = ("model", "mode")
 SUBSAMPLES: Final = ("design", "analysed")
+#: A failed analysed test's flagged cells: those with a Pearson residual at least this large.
+FLAG_RESIDUAL: Final = 2.0
+CONFOUNDED_NOTE: Final = "confounded by construction (name_assignment: fixed_per_profile)"
+#: One row per offending cell of a failed test (``cell``: the format or bundle type;
+#: ``model``, ``mode``: the analysed subsample's, null when pooled).
+FLAGS_SCHEMA: Final = {
+    "arm": pl.String(),
+    "subsample": pl.String(),
+    "name": pl.String(),
+    "stratum": pl.String(),
+    "domain": pl.String(),
+    "cell": pl.String(),
+    "model": pl.String(),
+    "mode": pl.String(),
+    "group": pl.String(),
+    "factor": pl.String(),
+    "group_level": pl.String(),
+    "factor_level": pl.String(),
+    "observed": pl.Int64(),
+    "expected": pl.Float64(),
+    "residual": pl.Float64(),
+}
 COMPOSITION_SCHEMA: Final = {
     "arm": pl.String(),
     "subsample": pl.String(),
@@ -166,13 +194,35 @@ def check_analysis_subsamples(
 
     Raises :class:`~cueaudit.decision.design.CompositionError` at the first failed design
     test, and with ``stop`` at the most significant failed analysed test, its message naming
-    the arm, model, mode and cells."""
+    the arm, model, mode and cells. An arm confounded by construction is checked by
+    :func:`check_with_flags`."""
+    return check_with_flags(frames, arm=arm, alpha=alpha, stop=stop)[0]
+
+
+def check_with_flags(
+    frames: AnalysisFrames,
+    *,
+    arm: str = PRIMARY,
+    alpha: float = ALPHA,
+    stop: bool = False,
+    confounded: bool = False,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The COMPOSITION table (:func:`check_analysis_subsamples`) and the offending cells of
+    its failed tests (:data:`FLAGS_SCHEMA`): in a failed design test every cell whose count
+    differs from its count under independence (the design is balanced exactly, or not at
+    all), in a failed analysed test the cells with a Pearson residual of at least
+    :data:`FLAG_RESIDUAL` in size (the ones that drive the test). An arm ``confounded`` by
+    construction (its design's ``name_assignment: fixed_per_profile``) never stops: its
+    failures are the finding, reported in both tables."""
     part = frames.arm(arm)
     prefix = "" if arm == PRIMARY else f"arm {arm}: "
-    design: list[CompositionTest] = []
+    design: list[tuple[CompositionTest, pl.DataFrame, tuple[str, ...]]] = []
     analysed: list[tuple[CompositionTest, pl.DataFrame, tuple[str, ...]]] = []
     for name, rows, parsed, column, contrasts in _subsamples(part, prefix):
-        design += [t for t, _ in _check(rows, name, ("domain", column), contrasts, alpha)]
+        by = ("domain", column)
+        design += [
+            (t, s, by) for t, s in _check(rows, name, by, contrasts, 0.0 if confounded else alpha)
+        ]
         if parsed.is_empty():
             continue
         for by in (("domain", column), (*ANALYSED_BY, "domain", column)):
@@ -182,11 +232,56 @@ def check_analysis_subsamples(
     notes = {i: f"{_cells(*analysed[i], alpha)} (q = {q[i]:.2g})" for i in failed}
     for i in failed:
         log.warning("composition of an analysed subsample: %s", notes[i])
-    if stop and failed:
+    if stop and failed and not confounded:
         raise CompositionError(
             f"{notes[failed[0]]}; decision.analysis.stop_on_differential_nonresponse is true"
         )
-    rows = [_row(arm, "design", t, None, None) for t in design] + [
+    design_notes = {
+        i: f"{_cells(*test, alpha)}; {CONFOUNDED_NOTE}"
+        for i, test in enumerate(design)
+        if test[0].p_value < alpha
+    }
+    for note in design_notes.values():
+        log.warning("composition of a design confounded by construction: %s", note)
+    rows = [
+        _row(arm, "design", t, None, design_notes.get(i)) for i, (t, _, _) in enumerate(design)
+    ] + [
         _row(arm, "analysed", t, float(q[i]), notes.get(i)) for i, (t, _, _) in enumerate(analysed)
     ]
-    return pl.DataFrame(rows, schema=COMPOSITION_SCHEMA, orient="row")
+    flags = [_flags(arm, "design", *design[i], exact=True) for i in design_notes]
+    flags += [_flags(arm, "analysed", *analysed[i], exact=False) for i in failed]
+    table = pl.DataFrame(rows, schema=COMPOSITION_SCHEMA, orient="row")
+    return table, pl.concat([pl.DataFrame(schema=FLAGS_SCHEMA), *flags])
+
+
+def _flags(
+    arm: str,
+    subsample: str,
+    test: CompositionTest,
+    stratum: pl.DataFrame,
+    by: Sequence[str],
+    *,
+    exact: bool,
+) -> pl.DataFrame:
+    cells = composition_cells(stratum, test.group, test.against)
+    deviant = (pl.col("observed") - pl.col("expected")).abs() > 1e-9
+    if not exact:
+        deviant = pl.col("residual").abs() >= FLAG_RESIDUAL
+    strata = {c: str(stratum[c][0]) if c in by else None for c in ("model", "mode")}
+    return (
+        cells.filter(deviant)
+        .sort(pl.col("residual").abs(), descending=True)
+        .select(
+            pl.lit(arm).alias("arm"),
+            pl.lit(subsample).alias("subsample"),
+            pl.lit(test.name).alias("name"),
+            pl.lit(test.stratum).alias("stratum"),
+            pl.lit(str(stratum["domain"][0])).alias("domain"),
+            pl.lit(str(stratum[by[-1]][0])).alias("cell"),
+            *(pl.lit(v, pl.String).alias(c) for c, v in strata.items()),
+            pl.lit(test.group).alias("group"),
+            pl.lit(test.against).alias("factor"),
+            pl.all(),
+        )
+        .cast(FLAGS_SCHEMA)  # type: ignore[arg-type]
+    )

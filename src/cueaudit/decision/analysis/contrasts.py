@@ -36,7 +36,7 @@ from cueaudit.decision.analysis.fitters import (
 from cueaudit.decision.analysis.frames import PRIMARY, AnalysisFrames
 from cueaudit.decision.analysis.verdicts import (
     equivalence,
-    interval_record,
+    estimate_fields,
     t_interval,
     with_verdicts,
 )
@@ -230,7 +230,8 @@ def _record(
     reason: str | None,
 ) -> dict[str, object]:
     sd = fit.outcome_sd
-    df, low, high, p = t_interval(e, prereg.alpha)
+    fields = estimate_fields(fit, e, prereg.alpha)
+    df = float(fields.pop("df"))  # type: ignore[arg-type]
     rec: dict[str, object] = {
         "contrast_id": c.id,
         "domain": c.domain,
@@ -239,17 +240,9 @@ def _record(
         "dimension": c.dimension,
         "focal": c.focal,
         "reference": c.reference,
-        "estimator": fit.estimator,
-        "unit": fit.unit,
-        "estimate": e.estimate,
-        "se": e.se,
+        **fields,
         "df": df,
-        "inference": fit.inference,
-        "ci_low": low,
-        "ci_high": high,
-        "p_value": p,
         "outcome_sd": sd,
-        "n_obs": fit.n_obs if e.n_obs is None else e.n_obs,
         "in_family": in_family,
         "q_value": None,
         "margin": margin,
@@ -257,7 +250,7 @@ def _record(
         "verdict": None,
         "pre_registered": reason is None,
         "label": None,
-        "_reason": e.reason,
+        "_reason": fields.pop("note"),
     }
     scaled = sd if np.isfinite(sd) and sd > 0 else np.nan
     for col in ("estimate", "se", "ci_low", "ci_high", "mde", "equivalence_floor"):
@@ -421,7 +414,7 @@ def estimate_placebo(
 def _placebo_record(
     domain: str, mode: str, c: ContrastSpec, fit: CellFit, alpha: float, label: str
 ) -> dict[str, object]:
-    row = interval_record(fit, fit.estimates[c.contrast], alpha)
+    row = estimate_fields(fit, fit.estimates[c.contrast], alpha)
     p = float(row["p_value"])  # type: ignore[arg-type]
     rejects = bool(p < alpha) if np.isfinite(p) else None
     return {"domain": domain, "mode": mode, "contrast": c.contrast, **row, "rejects": rejects} | {

@@ -170,15 +170,23 @@ def rank_unit(rows: pl.DataFrame) -> str:
 
 
 def design_of(
-    rows: pl.DataFrame, fmt: str, dimensions: Mapping[str, str] = DIMENSION_COLUMNS
+    rows: pl.DataFrame,
+    fmt: str,
+    dimensions: Mapping[str, str] = DIMENSION_COLUMNS,
+    *,
+    interaction: str | None = None,
 ) -> CellDesign:
     """The :class:`CellDesign` of a cell's rows (:func:`cell_rows`); ``dimensions`` maps each
     contrast dimension to the column holding it (the placebo cell reads race from
-    ``pseudo_race``)."""
+    ``pseudo_race``). ``interaction`` names a column of ``rows`` (``paraphrase``, say) whose
+    levels after the first (sorted) each get their main effect, if it is not a nuisance
+    factor already, and a product with every contrast dummy, ``race[Black]:paraphrase[p2]``
+    (last, with the dummy's role): :func:`interaction_contrasts` reads them."""
     n = rows.height
     columns: list[tuple[str, np.ndarray]] = [("intercept", np.ones(n))]
     roles: list[str | None] = [None]
-    for col in NUISANCE:
+    factors = (*NUISANCE, interaction) if interaction not in (None, *NUISANCE) else NUISANCE
+    for col in factors:
         values = rows[col].to_numpy()
         levels = sorted(set(values[~_is_null(values)]))
         columns += dummies(values, col, levels[1:])
@@ -195,6 +203,10 @@ def design_of(
         dims = dummies(values, dim, present)
         columns += dims
         roles += [dim] * len(dims)
+    if interaction is not None:
+        products = _interaction_columns(rows[interaction].to_numpy(), interaction, columns, roles)
+        columns += [(name, column) for name, column, _ in products]
+        roles += [role for _, _, role in products]
     for factor in SHARED_FACTORS:
         labels[factor] = rows[factor].to_numpy()
     factors = RANK_FACTORS if rank_format else JUDGEMENT_FACTORS
@@ -212,6 +224,61 @@ def design_of(
         cluster=rows[BUNDLE].to_numpy() if rank_format else None,
         unit=rank_unit(rows) if rank_format else UNITS[fmt],
     )
+
+
+def _interaction_columns(
+    values: np.ndarray,
+    factor: str,
+    columns: Sequence[tuple[str, np.ndarray]],
+    roles: Sequence[str | None],
+) -> list[tuple[str, np.ndarray, str | None]]:
+    """Each contrast dummy times each level of ``factor`` after its first."""
+    levels = sorted(set(values[~_is_null(values)]))
+    products = []
+    for level_name, level in dummies(values, factor, levels[1:]):
+        for (name, column), role in zip(columns, roles, strict=True):
+            if role is not None:
+                products.append((f"{name}:{level_name}", column * level, role))
+    return products
+
+
+@dataclass(frozen=True)
+class InteractionContrast:
+    """A contrast read from a fit with an ``interaction`` factor (:func:`design_of`): at one
+    level of the factor (``term`` the level's suffix, ``":paraphrase[p2]"``, or empty for the
+    first level; ``main`` true: the contrast's dummies plus their products with the level),
+    or the difference between that level and the first (``main`` false: the products only)."""
+
+    contrast: str
+    dimension: str
+    focal: str
+    reference: str
+    term: str = ""
+    main: bool = True
+
+
+def interaction_contrasts(
+    specs: Sequence[ContrastSpec], factor: str, levels: Sequence[str]
+) -> dict[tuple[str, str, str], InteractionContrast]:
+    """(contrast, level, ``"within"`` | ``"difference"``) -> the contrast at each level of
+    ``factor`` and, for every level after the first (sorted ``levels``' first), its
+    difference from the first."""
+    first, *others = sorted(levels)
+    out: dict[tuple[str, str, str], InteractionContrast] = {}
+    for spec in specs:
+        base = (spec.contrast, spec.dimension, spec.focal, spec.reference)
+        out[(spec.contrast, first, "within")] = InteractionContrast(
+            f"{spec.contrast}@{first}", *base[1:]
+        )
+        for level in others:
+            term = f":{factor}[{level}]"
+            out[(spec.contrast, level, "within")] = InteractionContrast(
+                f"{spec.contrast}@{level}", *base[1:], term=term
+            )
+            out[(spec.contrast, level, "difference")] = InteractionContrast(
+                f"{spec.contrast}@{level}-{first}", *base[1:], term=term, main=False
+            )
+    return out
 
 
 def _is_null(values: np.ndarray) -> np.ndarray:
@@ -266,12 +333,16 @@ def contrast_vector(
     column it needs was dropped (``dropped``: column -> why)."""
     if spec.dimension not in BASELINES:
         raise InputError("contrasts", f"unknown dimension {spec.dimension!r}", "dimension")
+    terms = [""]
+    if isinstance(spec, InteractionContrast):
+        terms = [""] * spec.main + [spec.term] * bool(spec.term)
     vector = np.zeros(len(names))
     for level, sign in ((spec.focal, 1.0), (spec.reference, -1.0)):
         if level == BASELINES[spec.dimension]:
             continue
-        name = f"{spec.dimension}[{level}]"
-        if name not in names:
-            return None, f"{name}: {dropped.get(name, 'no row in the cell')}"
-        vector[names.index(name)] += sign
+        for term in terms:
+            name = f"{spec.dimension}[{level}]{term}"
+            if name not in names:
+                return None, f"{name}: {dropped.get(name, 'no row in the cell')}"
+            vector[names.index(name)] += sign
     return vector, None

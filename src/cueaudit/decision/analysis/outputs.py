@@ -15,6 +15,10 @@ The rules run in this order, each reading only files the one before wrote:
    mode and paraphrase; heterogeneity, race x gender, mode differences), each a CSV +
    Markdown table that the database loads;
 4. :func:`write_figures`.
+
+Beside them, the extension arms' own analyses: :func:`write_wording` (the wording arm, by
+paraphrase and paraphrase × group) and :func:`write_reasoning_paired` (a rerun with reasoning
+on against the same model without).
 """
 
 from __future__ import annotations
@@ -34,10 +38,12 @@ from cueaudit.decision.analysis import (
     nonresponse,
     planner,
     planted,
+    reasoning,
     replication,
     robustness,
     sequential,
     simulation_settings,
+    wording,
 )
 from cueaudit.decision.analysis.frames import (
     POINTS_RULES,
@@ -100,19 +106,31 @@ def read_frames(paths: Mapping[str, str]) -> AnalysisFrames:
 
 
 def write_composition(
-    frames: AnalysisFrames, out: str, alpha: float, *, stop: bool
+    frames: AnalysisFrames,
+    out: str,
+    alpha: float,
+    *,
+    stop: bool,
+    flags_out: str | None = None,
+    confounded_arms: Sequence[str] = (),
 ) -> pl.DataFrame:
     """The composition check of every arm the analyses estimate (the primary design and each
     extension); the first design failure stops the job, a failed analysed subsample too when
-    ``stop``."""
+    ``stop``, except in ``confounded_arms`` (a design's ``name_assignment:
+    fixed_per_profile``), whose failures are reported. ``flags_out``: the offending cells of
+    every failed test (:func:`.composition.check_with_flags`)."""
     arms = [PRIMARY, *extension_arms(frames)]
-    table = pl.concat(
-        [
-            composition.check_analysis_subsamples(frames, arm=arm, alpha=alpha, stop=stop)
-            for arm in arms
-        ]
-    )
+    checked = [
+        composition.check_with_flags(
+            frames, arm=arm, alpha=alpha, stop=stop, confounded=arm in confounded_arms
+        )
+        for arm in arms
+    ]
+    table = pl.concat([t for t, _ in checked])
     write_table(table, out, "Decision audit: composition of every analysed subsample")
+    if flags_out is not None:
+        flags = pl.concat([f for _, f in checked])
+        write_table(flags, flags_out, "Decision audit: the unbalanced cells of failed checks")
     return table
 
 
@@ -386,3 +404,36 @@ def write_heterogeneity(
     for name, (table, title) in tables.items():
         write_table(table, out[name], title)
     return per_level
+
+
+def write_wording(
+    frames: AnalysisFrames,
+    *,
+    flags: str,
+    name_assignments: Mapping[str, str],
+    preregistration: str,
+    out: str,
+) -> pl.DataFrame:
+    """The wording arm's contrasts by paraphrase and as paraphrase × group
+    (:mod:`.wording`), each cell marked where the composition check flagged it (``flags``:
+    the composition flags table's CSV), intervals at the pre-registration's alpha."""
+    alpha = load_preregistration(preregistration).alpha
+    flagged = pl.read_csv(flags, schema=composition.FLAGS_SCHEMA)
+    table = wording.wording_contrasts(
+        frames, name_assignments=name_assignments, flags=flagged, alpha=alpha
+    )
+    write_table(table, out, "Decision audit: the wording arm, by paraphrase and paraphrase × group")
+    return table
+
+
+def write_reasoning_paired(
+    frames: AnalysisFrames, *, pairs: Mapping[str, str], preregistration: str, out: str
+) -> pl.DataFrame:
+    """Each paired arm's contrasts against the same model's without reasoning, as paired
+    differences (:mod:`.reasoning`), intervals at the pre-registration's alpha."""
+    alpha = load_preregistration(preregistration).alpha
+    table = reasoning.paired_contrasts(frames, pairs, alpha=alpha)
+    write_table(
+        table, out, "Decision audit: reasoning on minus off, the same model, prompts and seeds"
+    )
+    return table

@@ -26,7 +26,7 @@ from cueaudit.decision.analysis.contrasts import CONTRASTS_SCHEMA, fit_cell
 from cueaudit.decision.analysis.design_matrix import RANK_BUNDLE_TYPES, default_contrasts
 from cueaudit.decision.analysis.fitters import FAMILY_ESTIMATOR
 from cueaudit.decision.analysis.frames import AnalysisFrames
-from cueaudit.decision.analysis.verdicts import interval_record
+from cueaudit.decision.analysis.verdicts import estimate_fields
 from cueaudit.decision.formats import AID_DOMAIN, read_yaml
 from cueaudit.errors import InputError
 
@@ -159,7 +159,7 @@ def aid_replication(
                 bundle_types=bundle_types,
             )
             for p in wanted:
-                row = interval_record(fit, fit.estimates[p.contrast], alpha)
+                row = estimate_fields(fit, fit.estimates[p.contrast], alpha)
                 low, high = float(row["ci_low"]), float(row["ci_high"])  # type: ignore[arg-type]
                 records.append(
                     row

@@ -13,7 +13,9 @@ Each prompt is answered once per model and seed of its arm.
     q = tier_quality[tier] + u_p + v_k + w_model,
 
 ``u, v, w`` normal with SDs ``profile_sd, pair_sd, model_sd``, clipped at ±2 SD (symmetric,
-so their mean stays zero) and drawn afresh for each study (``seed``). The formats read it:
+so their mean stays zero) and drawn afresh for each study (``seed``); ``u`` adds the fixed
+``profile_quality`` of a profile, if the settings give one (applications of unequal quality).
+The formats read it:
 
 Rate (identity link)
     the expected rating ``m = rate_center + rate_scale * q + mode shift + planted`` must lie
@@ -272,6 +274,10 @@ def _latent(
     seed: int,
 ) -> _Latent:
     profile = _effects(_stream(seed, "profile"), len(profile_ids), settings.profile_sd)
+    unknown = sorted(set(settings.profile_quality) - set(profile_ids))
+    if unknown:
+        raise InputError(SOURCE, f"no profile {unknown[0]!r} in the design", "profile_quality")
+    profile = profile + np.array([settings.profile_quality.get(p, 0.0) for p in profile_ids])
     pair = _effects(_stream(seed, "pair"), len(pair_ids), settings.pair_sd)
     model_pair: dict[str, float] = {}
     if settings.model_pair_sd > 0:

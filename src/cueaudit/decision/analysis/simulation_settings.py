@@ -86,6 +86,8 @@ class SimulationSettings:
     bundle type and ``recognition`` the recognition rate per probe and bundle type (both
     completed from the paper's defaults, :data:`TIE_RATES` and :data:`RECOGNITION`);
     ``mode_shift`` a shift of the expected answer per format and mode (e.g. tool calls).
+    ``profile_quality`` adds a fixed quality to profiles by id (applications of unequal
+    quality within a tier, beyond the random ``profile_sd``).
     ``failure_by_group`` adds to ``parse_failure`` per model and race or gender level, for
     Rate and Decide answers (``{"m1": {"Black": 0.2}}``: m1's answers about Black applicants
     fail 20 points more often): a differential non-response.
@@ -110,6 +112,7 @@ class SimulationSettings:
     fairfund_stimuli: str | None = None  # the aid domain's appeals (FairFund-Bench)
     tier_quality: Mapping[str, float] = field(default_factory=lambda: dict(TIER_QUALITY))
     profile_sd: float = 0.25
+    profile_quality: Mapping[str, float] = field(default_factory=dict)
     pair_sd: float = 0.04
     model_sd: float = 0.10
     model_pair_sd: float = 0.0
@@ -145,6 +148,8 @@ class SimulationSettings:
             raise InputError(SOURCE, f"{PRIMARY!r} is the primary arm", "extensions")
         if sorted(self.tier_quality) != sorted(TIERS):
             raise InputError(SOURCE, f"one value per tier {TIERS}", "tier_quality")
+        if not all(np.isfinite(list(_mapping(self.profile_quality, "profile_quality").values()))):
+            raise InputError(SOURCE, "finite numbers", "profile_quality")
         if self.points not in POINTS_RULES:
             raise InputError(SOURCE, f"one of {list(POINTS_RULES)}", "points")
         for key in (
@@ -236,6 +241,7 @@ class SimulationSettings:
         effect of the settings."""
         center = self.rate_center if fmt == "rate" else self.decide_center
         spread = CLIP * (self.profile_sd + self.pair_sd + self.model_sd + self.model_pair_sd)
+        spread += max([0.0, *(abs(v) for v in self.profile_quality.values())])
         shifts = [0.0, *self.mode_shift.get(fmt, {}).values()]
         low, high = JUDGEMENT_BOUNDS[fmt]
         largest = np.inf

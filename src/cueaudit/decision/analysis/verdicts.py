@@ -25,9 +25,11 @@ def t_interval(e: Estimate, alpha: float) -> tuple[float, float, float, float]:
     return float(e.df), *test.conf_int(1 - alpha), test.p
 
 
-def interval_record(fit: CellFit, e: Estimate, alpha: float) -> dict[str, object]:
-    """A fitted contrast as table columns: estimator, unit, estimate, SE, its t test's df,
-    interval and p (:func:`t_interval`), the rows it used and why it is NaN (``note``)."""
+def estimate_fields(fit: CellFit, e: Estimate, alpha: float) -> dict[str, object]:
+    """A fitted contrast as table columns (:data:`cueaudit.decision.analysis.wording.
+    ESTIMATE_SCHEMA`): estimator, unit, estimate, SE, its t test's df, inference, interval and
+    p at ``alpha`` (:func:`t_interval`), the rows it used and why it is NaN (``note``); a
+    table whose schema lacks a column drops it."""
     df, low, high, p = t_interval(e, alpha)
     return {
         "estimator": fit.estimator,
@@ -35,6 +37,7 @@ def interval_record(fit: CellFit, e: Estimate, alpha: float) -> dict[str, object
         "estimate": e.estimate,
         "se": e.se,
         "df": df,
+        "inference": fit.inference,
         "ci_low": low,
         "ci_high": high,
         "p_value": p,
