@@ -37,7 +37,6 @@ from cueaudit.decision.analysis.frames import PRIMARY, AnalysisFrames
 from cueaudit.decision.analysis.verdicts import (
     equivalence,
     estimate_fields,
-    t_interval,
     with_verdicts,
 )
 from cueaudit.decision.preregistration import PlannedContrast, Preregistration, Status
