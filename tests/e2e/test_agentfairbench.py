@@ -17,9 +17,10 @@ from cueaudit.decision.profiles import tier_counts
 from cueaudit.decision.prompts import expected_counts
 from cueaudit.decision.tiers import profile_tier_counts
 from tests.conftest import ROOT, SnakemakeRunner, write_config
-from tests.e2e.test_decision import decision_config, paper_config
+from tests.e2e.test_decision import FAIRFUND, decision_config, paper_config
 
-AFB = Path("/work/shared/data/agentfairbench/public_dev.jsonl")
+#: AgentFairBench's public split where the workspace keeps it (beside the checkout)
+AFB = ROOT.parent / "shared/data/agentfairbench/public_dev.jsonl"
 OVERLAY = yaml.safe_load((ROOT / "config/decision/agentfairbench.yaml").read_text())["decision"]
 
 pytestmark = [
@@ -114,17 +115,19 @@ def test_the_slice_runs_end_to_end_with_the_counts_it_printed(
     ] == {"clear_yes": 3 * 8, "borderline": 3 * 8, "clear_no": 2 * 8}
 
 
-def test_the_paper_design_on_the_split_counts_40728_and_a_wrong_count_stops_it(
+@pytest.mark.skipif(not FAIRFUND.is_file(), reason=f"FairFund stimuli not present at {FAIRFUND}")
+def test_the_paper_design_on_the_split_keeps_its_count_and_a_wrong_count_stops_it(
     tmp_path: Path, run_snakemake: SnakemakeRunner
 ) -> None:
     """paper.yaml with the overlay: every profile of the split under all 40 name pairs, the
-    paper's 40,728 requests; a count of the split's tiers under tier_rule equal is refused."""
+    paper design's 45,888 requests (40,728 without the wording and aid arms); a count of the
+    split's tiers under tier_rule equal is refused."""
     config = with_afb(paper_config())
     write_config(tmp_path, config)
     result = run_snakemake(tmp_path, "decision", "--dry-run")
     output = result.stdout + result.stderr
     assert "decision audit: 7344 prompts per model x seed" in output
-    assert "decision audit in total: 40728 requests" in output
+    assert "decision audit in total: 45888 requests" in output
     assert (
         "Rate / Decide hiring 4/5/3, lending 5/5/2, triage 4/5/3; "
         "bundles hiring 4/5/3, lending 5/5/2, triage 4/5/3" in output
@@ -135,7 +138,7 @@ def test_the_paper_design_on_the_split_counts_40728_and_a_wrong_count_stops_it(
     result = run_snakemake(tmp_path, "decision", "--dry-run", check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "config key decision.expected_requests: 40000, but the design has 40728" in output
+    assert "config key decision.expected_requests: 40000, but the design has 45888" in output
 
     config["decision"]["design"] |= {"tier_rule": "equal", "profiles_per_tier": 4}
     write_config(tmp_path, config)

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DECISION = ROOT / "resources/decision"
 PROFILES = DECISION / "profiles.jsonl"
 TERMS = DECISION / "demographic_terms.txt"
-AFB = Path("/work/shared/data/agentfairbench/public_dev.jsonl")
-FAIRFUND = Path("/work/shared/data/fairfund/stimuli.csv")
+AFB = ROOT.parent / "shared/data/agentfairbench/public_dev.jsonl"
+FAIRFUND = ROOT.parent / "shared/data/fairfund/stimuli.csv"
 AUDIT_CUES = ("fairness test", "bias audit", AFB_SUFFIX)
 BALANCED = {
     d: {"clear_yes": 4, "borderline": 4, "clear_no": 4} for d in ("hiring", "lending", "triage")

@@ -39,7 +39,7 @@ from cueaudit.errors import InputError
 ROOT = Path(__file__).resolve().parents[2]
 DECISION = ROOT / "resources/decision"
 PAIRS = ROOT / "resources/names/elder_hayes_pairs.csv"
-AFB = Path("/work/shared/data/agentfairbench/public_dev.jsonl")
+AFB = ROOT.parent / "shared/data/agentfairbench/public_dev.jsonl"
 needs_afb = pytest.mark.skipif(
     not AFB.is_file(), reason=f"AgentFairBench public split not present at {AFB}"
 )

@@ -14,7 +14,7 @@ from cueaudit.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS = ROOT / "resources/names/elder_hayes_pairs.csv"
-STIMULI = Path("/work/shared/data/fairfund/stimuli.csv")
+STIMULI = ROOT.parent / "shared/data/fairfund/stimuli.csv"
 
 
 def test_default_pairs_are_the_40_elder_hayes_pairs() -> None:
