@@ -12,7 +12,8 @@ names (by default the format's pre-registered margin), fits each one as the anal
   variance components sit at their boundary has an outlying SE), in natural units and in
   SDs of the outcome;
   ``empirical_sd`` is the SD of the estimates over the studies, the check of those SEs;
-- ``units_needed``: the prompts (Rate, Decide) or bundles (Rank) per model and seed that bring
+- ``units_needed``: the prompts (Rate, Decide) or ranking prompts (Rank: a bundle in each
+  rank task of the cell, ``unit`` "bundles") per model and seed that bring
   the equivalence floor under the margin, on ``SE ~ 1 / sqrt(n)`` (more prompts of the same
   construction: more profiles x names, more Latin-square bundles), and ``extra_units`` /
   ``extra_slots`` (ranked candidates, four a bundle) beyond the design's.
