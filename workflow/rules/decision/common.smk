@@ -201,8 +201,8 @@ def decision_plan_config():
     extensions, resources and plan settings, and the models' seeds, prices and throughput."""
     block = config_slice(
         decision_config(),
-        "design", "extensions", "models", "profiles", "name_pairs", "hobbies",
-        "neighbourhoods", "plan",
+        "design", "extensions", "models", "profiles", "profiles_format", "strip_suffixes",
+        "name_pairs", "hobbies", "neighbourhoods", "fairfund_stimuli", "plan",
     )
     models = {
         name: config_slice(spec, "seeds", "pricing", "throughput")

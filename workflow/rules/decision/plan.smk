@@ -9,6 +9,7 @@ rule plan_decision:
         prompts=decision_prompt_tables(),
         profiles=config["decision"]["profiles"],
         name_pairs=config["decision"]["name_pairs"],
+        fairfund_stimuli=decision_fairfund_stimuli(),
     output:
         **decision_table_outputs("plan"),
     params:

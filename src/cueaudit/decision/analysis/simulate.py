@@ -137,7 +137,11 @@ class SimulationDesign:
 
 def build_design(settings: SimulationSettings) -> SimulationDesign:
     """Every arm's prompts, from :func:`build_decision_prompts` on the settings' resources."""
-    profiles = load_profiles(settings.path(settings.profiles))
+    profiles = load_profiles(
+        settings.path(settings.profiles),
+        settings.profiles_format,  # type: ignore[arg-type]
+        settings.strip_suffixes,
+    )
     pairs = load_name_pairs(settings.path(settings.name_pairs))
     hobbies = load_attribute_list(settings.path(settings.hobbies))
     neighbourhoods = load_attribute_list(settings.path(settings.neighbourhoods))

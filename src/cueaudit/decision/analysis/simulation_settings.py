@@ -106,6 +106,8 @@ class SimulationSettings:
     extensions: Mapping[str, Extension] = field(default_factory=dict)
     root: str = "."
     profiles: str = "resources/decision/profiles.jsonl"
+    profiles_format: str = "cueaudit"  # or "agentfairbench" (see decision.profiles)
+    strip_suffixes: tuple[str, ...] = ()
     name_pairs: str = "resources/names/elder_hayes_pairs.csv"
     hobbies: str = "resources/decision/hobbies.txt"
     neighbourhoods: str = "resources/decision/neighbourhoods.txt"
@@ -323,8 +325,8 @@ def request_counts(settings: SimulationSettings) -> dict[str, int]:
     stimuli = settings.fairfund_stimuli
     tiers = design_tier_counts(
         profiles_path=profiles,
-        profiles_format="cueaudit",
-        strip_suffixes=(),
+        profiles_format=settings.profiles_format,
+        strip_suffixes=settings.strip_suffixes,
         name_pairs_path=settings.path(settings.name_pairs),
         designs={arm: design for arm, (design, _) in settings.arms().items()},
         fairfund_stimuli_path=None if stimuli is None else settings.path(stimuli),
@@ -349,11 +351,14 @@ def from_config(config: Mapping[str, Any], **generative: Any) -> SimulationSetti
     }
     resources = {
         k: decision[k]
-        for k in ("profiles", "name_pairs", "hobbies", "neighbourhoods", "fairfund_stimuli")
+        for k in (
+            "profiles", "profiles_format", "name_pairs", "hobbies", "neighbourhoods",
+            "fairfund_stimuli",
+        )
         if k in decision
     }
-    if decision.get("profiles_format", "cueaudit") != "cueaudit":
-        raise InputError(SOURCE, "the simulator reads cueaudit profiles only", "profiles_format")
+    if "strip_suffixes" in decision:
+        resources["strip_suffixes"] = tuple(decision["strip_suffixes"])
     return SimulationSettings(
         design=dict(decision.get("design", {})),
         models=models,
