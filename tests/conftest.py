@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from cueaudit.models import MODEL_CACHE_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -79,9 +81,20 @@ SMOLLM2_SPEC: dict[str, str] = {
 
 
 @pytest.fixture(scope="session")
-def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The packaged SmolLM2 as a prepared transformers folder, once per test session (the GGUF
-    conversion takes about 20 s). Tests read it and never write into it."""
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One model cache ($CUEAUDIT_MODEL_CACHE) for the test session, shared by its xdist
+    workers: the GGUF conversion (about 20-30 s) runs once, not in every workflow run."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "model-cache"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(MODEL_CACHE_ENV, str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Path:
+    """The packaged SmolLM2 as a prepared transformers folder, once per test session. Tests
+    read it and never write into it."""
     from cueaudit.models import prepare_model
 
     out = tmp_path_factory.mktemp("models") / "smollm2-135m"
@@ -93,7 +106,7 @@ SnakemakeRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
-def run_snakemake() -> SnakemakeRunner:
+def run_snakemake(model_cache: Path) -> SnakemakeRunner:
     """Run the workflow in ``workdir`` (whose config/config.yaml is the study config)."""
 
     def run(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

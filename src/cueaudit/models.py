@@ -12,6 +12,9 @@ import hashlib
 import importlib.util
 import json
 import logging
+import os
+import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,10 @@ from cueaudit.inference.manifest import MANIFEST, load_manifest, sampling_defaul
 from cueaudit.io import atomic_directory
 
 log = logging.getLogger(__name__)
+
+#: A folder of de-quantised GGUF weights shared by every preparation on this machine (set it
+#: to skip the conversion in each new working directory; unset, nothing is shared).
+MODEL_CACHE_ENV = "CUEAUDIT_MODEL_CACHE"
 
 
 def package_dir(package: str) -> Path:
@@ -84,8 +91,8 @@ def _local_weights(spec: Mapping[str, Any], tmp: Path) -> dict[str, Any]:
     hub id pointed at."""
     gguf = gguf_source(spec)
     if gguf is not None:
-        _convert_gguf(gguf, tmp, spec.get("dtype", "float32"))
         digest = file_sha256(gguf)
+        _converted_gguf(gguf, digest, tmp, spec.get("dtype", "float32"))
         final = tmp.name.removesuffix(".partial")  # saved here: name the final folder
         return {
             "source": str(gguf),
@@ -138,6 +145,32 @@ def resolve_model_id(path: str, revision: str | None = None) -> str:
             "path",
         ) from error
     return f"hf:{path}@{Path(snapshot).name}"
+
+
+def _converted_gguf(gguf: Path, digest: str, out: Path, dtype: str) -> None:
+    """De-quantise ``gguf`` into ``out``, or copy an earlier conversion of the same file,
+    dtype and transformers version from the folder named by $CUEAUDIT_MODEL_CACHE (copied, not
+    linked: nothing written in a prepared folder can reach the cache)."""
+    cache = os.environ.get(MODEL_CACHE_ENV)
+    if not cache:
+        _convert_gguf(gguf, out, dtype)
+        return
+    import transformers
+
+    entry = Path(cache) / f"{digest}-{dtype}-transformers{transformers.__version__}"
+    if not entry.is_dir():
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
+        try:
+            _convert_gguf(gguf, stage, dtype)
+            stage.rename(entry)
+        except OSError:
+            if not entry.is_dir():  # else another job stored the same conversion first
+                raise
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    log.info("de-quantised weights from the model cache %s", entry)
+    shutil.copytree(entry, out, dirs_exist_ok=True)
 
 
 def _convert_gguf(gguf: Path, out: Path, dtype: str) -> None:

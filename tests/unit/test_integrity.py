@@ -521,3 +521,55 @@ def test_the_packaged_smollm2_context_is_read_from_its_prepared_folder(
         f"longest, prompt_uid long, has {n} prompt tokens + max_new_tokens 8 = {n + 8}"
     )
     assert engine._model is None  # the check never loaded the weights
+
+
+def _fake_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> list[str]:
+    """A stand-in GGUF file whose 'conversion' writes two files and counts its calls."""
+    import cueaudit.models as models
+
+    (tmp_path / "w.gguf").write_bytes(b"GGUF weights")
+    calls: list[str] = []
+
+    def convert(gguf: Path, out: Path, dtype: str) -> None:
+        calls.append(dtype)
+        (out / "model.safetensors").write_bytes(b"de-quantised " + dtype.encode())
+        if fail:
+            raise OSError("disk full")
+        (out / "tokenizer.json").write_text("{}")
+
+    monkeypatch.setattr(models, "_convert_gguf", convert)
+    monkeypatch.setattr(models, "generation_defaults", lambda folder, shown=None: {})
+    return calls
+
+
+def test_the_model_cache_converts_a_gguf_once_and_copies_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _fake_gguf(tmp_path, monkeypatch)
+    spec = {"backend": "hf", "path": str(tmp_path), "gguf_file": "w.gguf"}
+    monkeypatch.setenv("CUEAUDIT_MODEL_CACHE", str(tmp_path / "cache"))
+    first = prepare_model("m", spec, tmp_path / "a" / "m")
+    second = prepare_model("m", spec, tmp_path / "b" / "m")
+    assert calls == ["float32"] and first == second
+    assert (tmp_path / "b/m/model.safetensors").read_bytes() == b"de-quantised float32"
+    # a prepared folder is a copy: writing in it leaves the cache as it was
+    (tmp_path / "b/m/model.safetensors").write_bytes(b"edited")
+    prepare_model("m", spec, tmp_path / "c" / "m")
+    assert (tmp_path / "c/m/model.safetensors").read_bytes() == b"de-quantised float32"
+    prepare_model("m", {**spec, "dtype": "bfloat16"}, tmp_path / "d" / "m")
+    assert calls == ["float32", "bfloat16"] and len(list((tmp_path / "cache").iterdir())) == 2
+    monkeypatch.delenv("CUEAUDIT_MODEL_CACHE")
+    prepare_model("m", spec, tmp_path / "e" / "m")
+    assert calls == ["float32", "bfloat16", "float32"]
+
+
+def test_a_failed_conversion_leaves_nothing_in_the_model_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_gguf(tmp_path, monkeypatch, fail=True)
+    spec = {"backend": "hf", "path": str(tmp_path), "gguf_file": "w.gguf"}
+    monkeypatch.setenv("CUEAUDIT_MODEL_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(OSError, match="disk full"):
+        prepare_model("m", spec, tmp_path / "models" / "m")
+    assert list((tmp_path / "cache").iterdir()) == []
+    assert list((tmp_path / "models").iterdir()) == []
