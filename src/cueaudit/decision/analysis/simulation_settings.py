@@ -352,7 +352,11 @@ def from_config(config: Mapping[str, Any], **generative: Any) -> SimulationSetti
     resources = {
         k: decision[k]
         for k in (
-            "profiles", "profiles_format", "name_pairs", "hobbies", "neighbourhoods",
+            "profiles",
+            "profiles_format",
+            "name_pairs",
+            "hobbies",
+            "neighbourhoods",
             "fairfund_stimuli",
         )
         if k in decision
