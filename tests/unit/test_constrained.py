@@ -125,6 +125,7 @@ def test_llguidance_matcher_enforces_the_ranking_schema(smollm2_dir: Path) -> No
         fresh.accept(tokenizer.encode("[", add_special_tokens=False)[0])
 
 
+@pytest.mark.slow
 def test_fifty_rankings_are_all_schema_valid(engine: HFEngine) -> None:
     spec = AnswerSpec(json_schema=canonical_json(RANKING))
     reqs = [Request(f"rank-{k}", ranking_prompt(k), 0, answer=spec) for k in range(50)]
@@ -137,6 +138,7 @@ def test_fifty_rankings_are_all_schema_valid(engine: HFEngine) -> None:
     assert len({g.completion for g in out}) > 5  # sampled, not one forced answer
 
 
+@pytest.mark.slow
 def test_constrained_and_free_rows_share_batches_without_changing_each_other(
     engine: HFEngine,
 ) -> None:
@@ -162,6 +164,7 @@ def test_constrained_and_free_rows_share_batches_without_changing_each_other(
     assert all(mixed[f"c{k}"][0] != mixed[f"f{k}"][0] for k in range(4))
 
 
+@pytest.mark.slow
 def test_forced_tool_returns_schema_valid_calls(engine: HFEngine) -> None:
     spec = AnswerSpec(tools=(SUBMIT,), tool_choice="submit_ranking")
     reqs = [Request(f"tool-{k}", ranking_prompt(k), 2, answer=spec) for k in range(20)]

@@ -184,6 +184,7 @@ def test_a_confounded_arm_is_reported_only_when_its_design_says_so(
         write_composition(wording_frames, str(out), 0.001, stop=False)
 
 
+@pytest.mark.slow
 def test_the_paraphrase_interaction_equals_lmertest(wording_frames, tmp_path: Path) -> None:
     """The joint fit's paraphrase x group terms against R building the interaction itself."""
     rows = wording_frames.arm("decoupled").judgements.filter(pl.col("y").is_not_null())
@@ -244,6 +245,7 @@ def _studies(planted: dict) -> pl.DataFrame:
     return pl.concat(tables)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("planted", [PLANTED, {}], ids=["reasoning-effect", "none"])
 def test_a_reasoning_only_effect_is_recovered_and_none_reads_as_none(planted: dict) -> None:
     results = _studies(planted)
@@ -275,6 +277,7 @@ def test_a_reasoning_only_effect_is_recovered_and_none_reads_as_none(planted: di
         assert (rate["p_value"] < 0.05).mean() >= 0.6  # 0.3 points against an SE near 0.1
 
 
+@pytest.mark.slow
 def test_the_paired_difference_equals_lmertest(tmp_path: Path) -> None:
     """The joint fit of both arms' shared Rate rows, with a random intercept per prompt."""
     frames = simulate(reasoning_settings(PLANTED), 3)

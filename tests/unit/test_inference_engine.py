@@ -123,6 +123,7 @@ def test_outputs_identical_at_batch_sizes_1_7_32(engine: HFEngine) -> None:
     assert sum(reseeded[u][0] != outputs[32][u][0] for u in reseeded) > 10
 
 
+@pytest.mark.slow
 def test_yes_no_scores_are_the_old_first_step_probabilities(
     engine: HFEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -163,7 +164,9 @@ def test_yes_no_scores_are_the_old_first_step_probabilities(
 
 
 @pytest.mark.parametrize(
-    "options", [LIKERT, pytest.param(RACE, marks=pytest.mark.slow)], ids=["likert", "race"]
+    "options",
+    [pytest.param(LIKERT, marks=pytest.mark.slow), pytest.param(RACE, marks=pytest.mark.slow)],
+    ids=["likert", "race"],
 )
 def test_option_scores_are_full_continuation_likelihoods(
     engine: HFEngine, options: tuple[Option, ...]
@@ -189,6 +192,7 @@ def test_option_scores_are_full_continuation_likelihoods(
         assert_scores_match_direct(engine, r, scores)
 
 
+@pytest.mark.slow
 def test_score_equals_the_scores_of_generate(engine: HFEngine) -> None:
     reqs = requests(options=RACE)[::4] + requests(options=YES_NO)[2::4]
     generated = run(engine, reqs, Decoding(max_new_tokens=4))
@@ -205,6 +209,7 @@ def test_score_equals_the_scores_of_generate(engine: HFEngine) -> None:
     )
 
 
+@pytest.mark.slow
 def test_shared_prefix_gives_the_full_forward_probabilities(engine: HFEngine) -> None:
     reqs = [r for r in requests() if "dialog" in r.group][:4] + requests()[:2]
     engine.stats.prefix_tokens = engine.stats.padded_suffix_tokens = 0
@@ -252,6 +257,7 @@ def test_rows_of_different_prefixes_share_a_batch(engine: HFEngine) -> None:
         assert_scores_match_direct(engine, r, mixed[r.uid][3])
 
 
+@pytest.mark.slow
 def test_finished_rows_leave_the_batch_and_budget_cuts_batches(engine: HFEngine) -> None:
     reqs = requests()
     engine.stats.decode_steps = 0
@@ -344,6 +350,7 @@ def test_append_layer_matches_transformers_dynamic_layer() -> None:
     assert ours.get_seq_length() == theirs.get_seq_length() == 11
 
 
+@pytest.mark.slow
 def test_scoring_multi_token_forms_leaves_the_completions_unchanged(engine: HFEngine) -> None:
     """The forms are fed on the batch's own cache, which is cut back before decoding: a
     slot of a form left behind would change the tokens sampled after it."""

@@ -122,6 +122,7 @@ def test_lmertest_denominator_df_rule() -> None:
     assert satterthwaite_f_df(np.array([10.0, 40.0])) == pytest.approx(2 * e / (e - 2))
 
 
+@pytest.mark.slow
 def test_the_mixed_wald_test_equals_lmertest_contestmd(tmp_path: Path) -> None:
     y, x, groups = _crossed(1, 300)
     res = fit_crossed_lmm(y, x, groups, NAMES)
