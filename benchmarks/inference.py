@@ -42,7 +42,7 @@ Engine runs also record where the time goes: tokenising, shared prefixes, suffix
 masks inside it).
 
     python benchmarks/inference.py [--repeats 3] [--threads 2] [--out FILE]
-    python benchmarks/inference.py --smoke     # a few prompts per workload, seconds
+    python benchmarks/inference.py --smoke     # a few prompts per workload, at most 8 new tokens
 """
 
 from __future__ import annotations
@@ -249,7 +249,10 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     config = workflow_config()
     spec = config["models"][MODEL]
-    answers = task_answers(config)
+    answers = {
+        task: (answer, min(limit, args.max_new_tokens or limit))
+        for task, (answer, limit) in task_answers(config).items()
+    }
     prompts = pl.read_parquet(Path(args.folder) / f"{args.workload}.parquet")
     if args.subset:
         step = max(prompts.height // args.subset, 1)
@@ -345,6 +348,8 @@ def _spawn(args: argparse.Namespace, folder: Path, config: str, workload: str, s
         str(subset),
         "--paper-tokens",
         str(args.paper_tokens),
+        "--max-new-tokens",
+        str(args.max_new_tokens),
     ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -414,6 +419,7 @@ def main() -> None:
     parser.add_argument("--workload", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     parser.add_argument("--subset", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--max-new-tokens", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args), default=str))
@@ -422,6 +428,7 @@ def main() -> None:
         args.repeats, args.probing, args.race_prediction = 1, 6, 4
         args.rows_per_cue = 2
         args.paper_subset, args.paper_tokens, args.reference_subset = 2, 8, 4
+        args.max_new_tokens = 8  # every task's token limit capped: the code paths, not timings
     out = args.out or default_out("inference", args.smoke)
     results = begin_results(args.smoke)
     results["settings"] = {
