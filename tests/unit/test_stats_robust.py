@@ -1,9 +1,13 @@
 """CR1 / CR2 cluster-robust covariances and Satterthwaite degrees of freedom against R
 clubSandwich (lm, and lmer with a random intercept nested in the clusters), and the CR2
-property that defines it: unbiased under a correct working model."""
+property that defines it: unbiased under a correct working model. The cross-covariance of two
+estimates through shared factor levels against statsmodels and R sandwich (one-way cluster
+covariances of a stacked OLS), and against its pairwise definition for multi-level units."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +17,7 @@ import statsmodels.api as sm
 
 from cueaudit.errors import InputError
 from cueaudit.stats.mixed import fit_crossed_lmm
-from cueaudit.stats.robust import cluster_robust
+from cueaudit.stats.robust import cluster_robust, cross_covariance, influence
 from tests.r.rscript import run_reference
 
 NAMES = ("intercept", "x", "binary", "cluster_level")
@@ -143,3 +147,152 @@ def test_bad_input_is_refused() -> None:
         cluster_robust(np.column_stack([x, x[:, 1]]), y, cluster)
     with pytest.raises(InputError, match="one row per observation"):
         cluster_robust(x, y[:-1], cluster)
+
+
+# --- the cross-covariance of two estimates through shared levels -----------------------------
+def cgm_cross_covariance(
+    psi_a: np.ndarray,
+    labels_a: Mapping[str, np.ndarray],
+    psi_b: np.ndarray,
+    labels_b: Mapping[str, np.ndarray],
+) -> float:
+    """The cross-covariance this project used before: Cameron, Gelbach & Miller's multiway
+    inclusion-exclusion, ``sum_F (-1)^(|F|+1) sum_g s^a_g s^b_g`` over every non-empty set of
+    factors ``F`` (so minus the profile x pair cells). Kept as the deliberately wrong estimator
+    the calibration tests must reject (tests/unit/test_decision_contrasts.py)."""
+    factors = list(labels_a)
+    total = 0.0
+    for size in range(1, len(factors) + 1):
+        for subset in combinations(factors, size):
+            key_a = [_key(labels_a, subset, i) for i in range(len(psi_a))]
+            key_b = [_key(labels_b, subset, i) for i in range(len(psi_b))]
+            levels, inverse = np.unique(np.array(key_a + key_b), return_inverse=True)
+            sums_a = np.bincount(inverse[: len(key_a)], psi_a, minlength=len(levels))
+            sums_b = np.bincount(inverse[len(key_a) :], psi_b, minlength=len(levels))
+            total += (-1) ** (size + 1) * float(sums_a @ sums_b)
+    return total
+
+
+def _key(labels: Mapping[str, np.ndarray], subset: tuple[str, ...], i: int) -> str:
+    return "\x1f".join(str(labels[f][i]) for f in subset)
+
+
+def _two_equations(seed: int) -> dict:
+    """Two OLS fits on different observations that share name pairs and profiles: each
+    outcome carries the level's pair and profile effects, correlated across the equations."""
+    rng = np.random.default_rng(seed)
+    pair_effect, profile_effect = rng.normal(0, 0.6, (2, 15)), rng.normal(0, 0.8, (2, 8))
+    out = {}
+    for k, (eq, n) in enumerate((("a", 160), ("b", 120))):
+        pair, profile = rng.integers(0, 15, n), rng.integers(0, 8, n)
+        x = np.column_stack([np.ones(n), rng.normal(size=n) + 0.3 * pair_effect[0][pair]])
+        y = x @ [0.5, 0.2] + pair_effect[k][pair] + profile_effect[k][profile] + rng.normal(size=n)
+        coef = np.linalg.lstsq(x, y, rcond=None)[0]
+        psi = influence(x, x, y - x @ coef, np.array([0.0, 1.0]))
+        out[eq] = {"x": x, "y": y, "psi": psi, "pair": pair, "profile": profile}
+    return out
+
+
+def _stacked(eqs: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The two equations as one OLS with a block-diagonal design (columns a0, a1, b0, b1)."""
+    a, b = eqs["a"], eqs["b"]
+    zeros_a, zeros_b = np.zeros((len(a["y"]), 2)), np.zeros((len(b["y"]), 2))
+    x = np.block([[a["x"], zeros_a], [zeros_b, b["x"]]])
+    y = np.concatenate([a["y"], b["y"]])
+    return (
+        x,
+        y,
+        np.concatenate([a["pair"], b["pair"]]),
+        np.concatenate([a["profile"], b["profile"]]),
+    )
+
+
+def _labels(eq: dict) -> dict[str, np.ndarray]:
+    return {"pair_id": eq["pair"], "profile_id": eq["profile"]}
+
+
+def test_cross_covariance_is_the_one_way_cluster_covariances_of_a_stacked_ols() -> None:
+    """The covariance of the two slopes is the off-diagonal element of the stacked OLS's
+    cluster covariance (statsmodels, no small-sample factor) by pair plus the one by profile."""
+    eqs = _two_equations(1)
+    x, y, pair, profile = _stacked(eqs)
+    expected = 0.0
+    for groups in (pair, profile):
+        fit = sm.OLS(y, x).fit(
+            cov_type="cluster", cov_kwds={"groups": groups, "use_correction": False}
+        )
+        expected += fit.cov_params()[1, 3]
+    a, b = eqs["a"], eqs["b"]
+    got = cross_covariance(a["psi"], _labels(a), b["psi"], _labels(b))
+    assert got == pytest.approx(expected, rel=1e-10)
+    assert abs(expected) > 1e-4  # the shared effects make it far from zero
+    # the estimate of a with itself by pair alone is statsmodels' CR0 variance
+    alone = cross_covariance(a["psi"], {"pair_id": a["pair"]}, a["psi"], {"pair_id": a["pair"]})
+    cr0 = sm.OLS(a["y"], a["x"]).fit(
+        cov_type="cluster", cov_kwds={"groups": a["pair"], "use_correction": False}
+    )
+    assert alone == pytest.approx(cr0.cov_params()[1, 1], rel=1e-10)
+
+
+def test_cross_covariance_and_the_old_cgm_sum_against_r_sandwich(tmp_path: Path) -> None:
+    """R sandwich's vcovCL of the stacked lm: the one-way terms by pair and by profile sum to
+    ``cross_covariance``; its two-way CGM covariance (minus the pair x profile cells) is what
+    the old estimator computed."""
+    eqs = _two_equations(2)
+    x, y, pair, profile = _stacked(eqs)
+    frame = pd.DataFrame(
+        {"y": y, **{f"x_{k}": x[:, j] for j, k in enumerate(("a0", "a1", "b0", "b1"))}}
+    )
+    frame["pair"], frame["profile"] = pair, profile
+    ref = run_reference("crosscov_reference.R", "sandwich", frame, tmp_path, "x_a1", "x_b1")
+    a, b = eqs["a"], eqs["b"]
+    ref_pair, ref_profile = ref["pair"]["x_a1:x_b1"], ref["profile"]["x_a1:x_b1"]
+    got = cross_covariance(a["psi"], _labels(a), b["psi"], _labels(b))
+    assert got == pytest.approx(ref_pair + ref_profile, rel=1e-8)
+    old = cgm_cross_covariance(a["psi"], _labels(a), b["psi"], _labels(b))
+    assert old == pytest.approx(ref["two_way"]["x_a1:x_b1"], rel=1e-8)
+    assert abs(old - got) > 1e-3 * abs(got)
+
+
+def test_a_unit_is_a_member_of_every_level_its_observations_show() -> None:
+    """With units (a ranking's candidates), the covariance is its pairwise definition: every
+    two units' influences times the number of levels they share, summed over the factors."""
+    rng = np.random.default_rng(4)
+    n_a, n_b = 90, 80
+    labels_a = {"pair_id": rng.integers(0, 12, n_a), "profile_id": rng.integers(0, 6, n_a)}
+    labels_b = {"pair_id": rng.integers(0, 12, n_b), "profile_id": rng.integers(0, 6, n_b)}
+    psi_a, psi_b = rng.normal(size=n_a), rng.normal(size=n_b)
+    units_b = np.repeat(np.arange(n_b // 4), 4)  # rankings of four candidates
+    rng.shuffle(units_b)
+
+    def pairwise(units_a: np.ndarray, units_b: np.ndarray) -> float:
+        total = 0.0
+        for f in labels_a:
+            levels_a = {u: set(labels_a[f][units_a == u]) for u in np.unique(units_a)}
+            levels_b = {u: set(labels_b[f][units_b == u]) for u in np.unique(units_b)}
+            for u, la in levels_a.items():
+                for w, lb in levels_b.items():
+                    shared = len(la & lb)
+                    if shared:
+                        total += shared * psi_a[units_a == u].sum() * psi_b[units_b == w].sum()
+        return total
+
+    own_a, own_b = np.arange(n_a), np.arange(n_b)
+    plain = cross_covariance(psi_a, labels_a, psi_b, labels_b)
+    assert plain == pytest.approx(pairwise(own_a, own_b), rel=1e-12)
+    grouped = cross_covariance(psi_a, labels_a, psi_b, labels_b, units_b=units_b.astype(str))
+    assert grouped == pytest.approx(pairwise(own_a, units_b), rel=1e-12)
+    assert abs(grouped - plain) > 0.1 * abs(plain)
+    units_a = np.repeat(np.arange(n_a // 3), 3)
+    both = cross_covariance(psi_a, labels_a, psi_b, labels_b, units_a=units_a, units_b=units_b)
+    assert both == pytest.approx(pairwise(units_a, units_b), rel=1e-12)
+
+
+def test_cross_covariance_refuses_mismatched_input() -> None:
+    psi, labels = np.ones(4), {"pair_id": np.array([1, 1, 2, 2])}
+    with pytest.raises(InputError, match="same factors"):
+        cross_covariance(psi, labels, psi, {"profile_id": labels["pair_id"]})
+    with pytest.raises(InputError, match="one influence, label and unit per observation"):
+        cross_covariance(psi, labels, psi[:3], labels)
+    with pytest.raises(InputError, match="one influence, label and unit per observation"):
+        cross_covariance(psi, labels, psi, labels, units_b=np.arange(3))
