@@ -61,10 +61,21 @@ def _decision_analysis(results: dict, out: Path) -> None:
         assert "error" not in results[step] and results[step]["table_rows"] > 0, step
 
 
+def _interaction_calibration(results: dict, out: Path) -> None:
+    assert set(results["regimes"]) == {"calibration", "shared names"}
+    for run in results["regimes"].values():
+        assert run["studies"] == 4
+        assert set(run["formats"]) == {"rate-decide", "rate-rank", "decide-rank"}
+        for row in run["formats"].values():
+            assert row["tests"] == 16 and 0.0 <= row["rejection_rate"] <= 1.0
+    assert out.with_suffix(".md").read_text().startswith("| regime | formats |")
+
+
 #: What a benchmark's smoke results must hold besides running (by script).
 CONTENT_CHECKS = {
     "decision_calibration.py": _calibration,
     "decision_analysis.py": _decision_analysis,
+    "interaction_calibration.py": _interaction_calibration,
 }
 
 

@@ -46,7 +46,7 @@ ANSWER_ID_COLUMNS: Final = ("model", "seed", "task", "mode", "paraphrase", "bund
 BUNDLE: Final = "bundle_id"
 RANK_FACTORS: Final = ("profile_id", "pair_id", BUNDLE)
 UNITS: Final[Mapping[str, str]] = {"rate": "points", "decide": "probability", "rank": "positions"}
-#: The factors two cells share, through which their estimates covary (interactions).
+#: The factors two cells share, whose labels a design keeps (leave-one-out; interactions).
 SHARED_FACTORS: Final = ("pair_id", "profile_id")
 _COLLINEAR_TOL: Final = 1e-9
 
