@@ -1,13 +1,13 @@
-"""Calibration of the INTERACTIONS table's SE on the decision-audit simulator: over 200
-simulated studies of one domain whose name pairs move every format's contrasts together, the
-SE of the difference of two formats' SD-unit contrasts matches the empirical SD of that
-difference, the estimated cross-correlation tracks the empirical one, it rarely reaches +-1
-and the null rejection rate is near alpha. The same studies fail with the estimator this
-project used before (Cameron, Gelbach & Miller's two-way sum, minus the profile x pair cells:
-Rate-Decide correlation -0.42 where it is +0.51, SE 1.6 times the empirical SD, 0.1% of tests
-rejecting) and show why a ranking is one unit (its candidates taken alone miss a third of the
-Rate-Rank covariance). Why profiles carry no covariance is checked on the fits' weights. The
-design and regimes are benchmarks/interaction_calibration.py's, whose numbers are in
+"""Calibration of the INTERACTIONS table's SE on the decision-audit simulator: over 200 simulated
+studies of one domain whose name pairs move every format's contrasts together, the SE of the
+difference of two formats' SD-unit contrasts matches the empirical SD of that difference, the
+estimated cross-correlation tracks the empirical one, it rarely reaches +-1 and the null
+rejection rate is near alpha. The same studies fail with the estimator this project used before
+(Cameron, Gelbach & Miller's two-way sum, minus the profile x pair cells: Rate-Decide
+correlation -0.42 where it is +0.51, SE 1.6 times the empirical SD, 0.1% of tests rejecting)
+and show why a ranking is one unit (its candidates taken alone read the Rate-Rank correlation
+as 0.26 where it is 0.41). Why profiles carry no covariance is checked on the fits' weights.
+The design and regimes are benchmarks/interaction_calibration.py's, whose numbers are in
 benchmarks/README.md."""
 
 from __future__ import annotations
