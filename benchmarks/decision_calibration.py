@@ -314,7 +314,7 @@ def render_table(results: dict[str, Any]) -> str:
         "",
         f"- Family-wise rate of the BH-corrected family under the null: "
         f"{_fmt(n.get('family_wise_rate'))}.",
-        f"- Rate–Rank interactions (SE with the covariance through shared names and profiles): "
+        f"- Rate–Rank interactions (SE with the covariance through shared name pairs): "
         f"null rejection {_fmt(inter_n['rejection_rate_null'])}, coverage "
         f"{_fmt(inter_n['coverage'])} (null) and {_fmt(inter_p['coverage'])} (planted); BH "
         f"family-wise rate {_fmt(inter_n['family_wise_rate'])}.",
