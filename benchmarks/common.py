@@ -2,6 +2,7 @@
 
 ``begin_results()`` at the start (``smoke`` and ``run_info()``: commit, date, CPUs, load),
 ``write_results()`` at the end (adds what is missing, ``load_after`` included),
+``write_with_table()`` for a benchmark whose README block renders its JSON,
 ``default_out()`` for ``--out``: a ``--smoke`` run writes under the temp folder, so it never
 overwrites the committed ``benchmarks/results``.
 ``footer()`` is the line under every table of benchmarks/README.md.
@@ -14,6 +15,7 @@ import json
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +86,18 @@ def write_results(path: Path, results: dict[str, Any]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def write_with_table(
+    path: Path, results: dict[str, Any], render: Callable[[dict[str, Any]], str]
+) -> None:
+    """:func:`write_results`, then ``render(results)`` (the README's Markdown table) printed
+    and written beside the JSON as ``.md``."""
+    write_results(path, results)
+    text = render(results)
+    print(text)
+    Path(path).with_suffix(".md").write_text(text)
+    print(f"wrote {path}")
 
 
 # -- the README's line under a table -----------------------------------------------------------

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
-from common import begin_results, default_out, footer, write_results  # noqa: E402
+from common import begin_results, default_out, footer, write_with_table  # noqa: E402
 
 from cueaudit.decision.analysis import contrasts  # noqa: E402
 from cueaudit.decision.analysis.fitters import FAMILY_ESTIMATOR  # noqa: E402
@@ -211,11 +211,7 @@ def main() -> None:
         regime: _run(regime, args.studies, args.workers, args.smoke) for regime in REGIMES
     }
     out = args.out or default_out("interaction_calibration", args.smoke)
-    write_results(out, results)
-    text = render_table(results)
-    print(text)
-    out.with_suffix(".md").write_text(text)
-    print(f"wrote {out}")
+    write_with_table(out, results, render_table)
 
 
 def _interval(values: list[float]) -> str:
