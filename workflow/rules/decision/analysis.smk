@@ -216,7 +216,8 @@ rule estimate_decision_heterogeneity:
 
 # Every estimate the design's own choices give for each contrast of interest (arm, domain,
 # format, mode, paraphrase, model, bundle type, estimator, outcome source), its verdict, and
-# permutation tests of the whole curve: exploratory, beside the pre-registered family.
+# permutation tests of the whole curve: exploratory, beside the pre-registered family. Its
+# time is specifications x (1 + 2 x permutations) fits: about a minute for the default design.
 rule estimate_decision_specification_curve:
     input:
         **DECISION_FRAMES,
@@ -237,7 +238,7 @@ rule estimate_decision_specification_curve:
         "../../../envs/analysis.yaml"
     resources:
         mem_mb=4000,
-        runtime=120,
+        runtime=240,
     script:
         "../../scripts/estimate_decision_specification_curve.py"
 
