@@ -41,6 +41,8 @@ ANALYSIS_TABLES = [
 ]
 # Per model, mode and paraphrase (exploratory), and the per-model forest.
 ANALYSIS_TABLES += ["contrasts_by", "heterogeneity", "intersectional", "mode_differences"]
+# the verdict across the design's own choices (exploratory)
+ANALYSIS_TABLES += ["specification_curve", "specification_summary"]
 # the extension arms' own analyses (empty here: the design has no extension)
 ANALYSIS_TABLES += ["composition_flags", "wording", "reasoning_paired"]
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")

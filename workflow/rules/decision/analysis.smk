@@ -169,11 +169,13 @@ rule plot_decision_figures:
         recognition=decision_tables("instrument")["recognition"],
         nonresponse=decision_tables("nonresponse")["nonresponse"],
         contrasts_by=decision_tables("heterogeneity")["contrasts_by"],
+        specification_curve=decision_tables("specification_curve")["specification_curve"],
     output:
         **{
             name: report(path, caption=f"../../report/decision_{name}_figure.rst", category="Decision audit")
             for name, path in decision_figures().items()
         },
+        specification_curve_pdf="results/figures/decision_specification_curve.pdf",
     log:
         "logs/decision/figures.log",
     conda:
@@ -210,6 +212,35 @@ rule estimate_decision_heterogeneity:
         runtime=60,
     script:
         "../../scripts/estimate_decision_heterogeneity.py"
+
+
+# Every estimate the design's own choices give for each contrast of interest (arm, domain,
+# format, mode, paraphrase, model, bundle type, estimator, outcome source), its verdict, and
+# permutation tests of the whole curve: exploratory, beside the pre-registered family. Its
+# time is specifications x (1 + 2 x permutations) fits: about a minute for the default design.
+rule estimate_decision_specification_curve:
+    input:
+        **DECISION_FRAMES,
+        composition=decision_tables("composition")["composition"],
+        preregistration=config["decision"]["preregistration"],
+        check=PREREGISTRATION_CHECK,
+        files=list(decision_registered_files().values()),
+    output:
+        **decision_table_outputs("specification_curve"),
+    params:
+        settings=decision_analysis_settings()["specification_curve"],
+        lock=PREREGISTRATION_LOCK,
+        files=decision_registered_files(),
+        design=decision_registered_design(),
+    log:
+        "logs/decision/specification_curve.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=240,
+    script:
+        "../../scripts/estimate_decision_specification_curve.py"
 
 
 # The aid domain's contrasts on FairFund-Bench's stimuli beside the published ones (an empty

@@ -163,6 +163,10 @@ DECISION_TABLES["heterogeneity"] = [
     "contrasts_by", "heterogeneity", "intersectional", "mode_differences"
 ]
 DECISION_FIGURES += ["forest_by_model"]
+# The verdict across the design's own choices (exploratory): every specification of each
+# contrast of interest, and the curve's permutation tests; its figure.
+DECISION_TABLES["specification_curve"] = ["specification_curve", "specification_summary"]
+DECISION_FIGURES += ["specification_curve"]
 
 
 def decision_tables(rule_name):

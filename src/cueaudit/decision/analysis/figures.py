@@ -1,7 +1,7 @@
 """Figures of the decision audit: the planned contrasts as a forest in SD units with their
 equivalence margins, planted against recovered disparities, the first-listed gain beside the
-demographic rank contrasts, tie and recognition rates by bundle type, and the contrasts per
-model as small multiples.
+demographic rank contrasts, tie and recognition rates by bundle type, the contrasts per
+model as small multiples, and the specification curve with its indicator panel.
 
 The style and saving are the project's (:mod:`cueaudit.plotting`: matplotlib's object
 API on the Agg canvas, PNG, or PDF plus PNG). Every function draws what is finite and says what
@@ -26,6 +26,7 @@ from matplotlib.patches import Patch
 from cueaudit.decision.analysis.fitters import FAMILY_ESTIMATOR, FITTERS
 from cueaudit.decision.analysis.frames import PRIMARY
 from cueaudit.decision.analysis.nonresponse import COUNT_COLUMNS, MIXED, summarise
+from cueaudit.decision.analysis.specification_curve import CHOICES, POOLED
 from cueaudit.decision.design import BUNDLE_TYPES, GENDERS, RACES
 from cueaudit.decision.formats import FORMATS, PROBES
 from cueaudit.errors import InputError
@@ -585,3 +586,114 @@ def plot_forest_by_model(contrasts_by: pl.DataFrame, path: str | Path) -> None:
     fig.legend(handles=handles, loc="outside right upper", fontsize=8)
     fig.suptitle(title)
     _save(fig, path)
+
+
+# --- the specification curve -------------------------------------------------------------------
+#: The colour of each specification verdict.
+VERDICT_COLOURS: Final = {
+    "favours": "#1b9e77",
+    "penalises": "#d95f02",
+    "equivalent": "#7570b3",
+    "inconclusive": "#969696",
+}
+
+
+def _indicator_rows(rows: pl.DataFrame) -> list[tuple[str, str]]:
+    """(choice, level) of every choice that takes more than one value in ``rows``."""
+    out = []
+    for choice in CHOICES:
+        if choice not in rows.columns:
+            continue
+        values = rows[choice].cast(pl.String)
+        levels = sorted(
+            {v for v in values.to_list() if v is not None},
+            key=lambda v: (v != POOLED, *_rank(v, FORMATS)),
+        )
+        if len(levels) + bool(values.null_count()) > 1:
+            out += [(choice, level) for level in levels]
+    return out
+
+
+def plot_specification_curve(curve: pl.DataFrame, path: str | Path) -> None:
+    """Per contrast of interest a panel: every estimable specification's estimate in SD units
+    with its CI, sorted by estimate and coloured by its verdict, the pre-registered family's own
+    specifications ringed; beneath it the indicator panel, one row per level of each choice
+    that varies, marked where a specification takes it (from the ``specification_curve``
+    table). Specifications that could not be estimated are counted in the panel's title."""
+    title = "Specification curve (exploratory; estimates in SD units with CIs)"
+    _require(curve, ["contrast", "estimate_sd", "ci_low_sd", "ci_high_sd", "verdict"], "curve")
+    if curve.is_empty():
+        _empty(path, title, NO_DATA)
+        return
+    contrasts = _order(curve["contrast"].to_list(), CONTRAST_ORDER)
+    indicators = _indicator_rows(curve)
+    widest = max(curve.filter(pl.col("contrast") == c).height for c in contrasts)
+    fig = _figure((0.09 * widest + 2.2) * len(contrasts) + 1.6, 3.0 + 0.16 * len(indicators) + 0.6)
+    axes = fig.subplots(
+        2,
+        len(contrasts),
+        sharex="col",
+        squeeze=False,
+        gridspec_kw={"height_ratios": [3.0, max(0.6, 0.16 * len(indicators))]},
+    )
+    for j, contrast in enumerate(contrasts):
+        part = curve.filter(pl.col("contrast") == contrast)
+        _curve_panel(axes[0, j], axes[1, j], part, indicators)
+        axes[0, j].set_title(f"{_contrast_label(part.row(0, named=True))}", fontsize=9)
+        if j:
+            axes[1, j].tick_params(labelleft=False)
+    axes[0, 0].set_ylabel("Estimate / SD of the outcome")
+    handles = [
+        Line2D([], [], marker="o", ls="", color=colour, label=verdict)
+        for verdict, colour in VERDICT_COLOURS.items()
+    ]
+    handles.append(
+        Line2D([], [], marker="o", ls="", mfc="none", mec="black", ms=9,
+               label="pre-registered family's specification")
+    )  # fmt: skip
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8)
+    fig.suptitle(title)
+    _save(fig, path)
+
+
+def _curve_panel(
+    ax: Axes, below: Axes, part: pl.DataFrame, indicators: list[tuple[str, str]]
+) -> None:
+    est = _floats(part, "estimate_sd")
+    keep = np.flatnonzero(np.isfinite(est))
+    order = keep[np.argsort(est[keep], kind="stable")]
+    rows = part[order.tolist()]
+    x = np.arange(len(order))
+    est, low, high = (_floats(rows, c) for c in ("estimate_sd", "ci_low_sd", "ci_high_sd"))
+    verdicts = rows["verdict"].to_list()
+    family = (
+        rows["family_spec"].fill_null(False).to_numpy()
+        if "family_spec" in rows.columns
+        else np.zeros(len(x), bool)
+    )
+    ax.axhline(0.0, color="grey", lw=1, ls="--")
+    for verdict, colour in VERDICT_COLOURS.items():
+        mask = np.array([v == verdict for v in verdicts], dtype=bool)
+        if mask.any():
+            err = _xerr(est[mask], low[mask], high[mask])
+            ax.errorbar(x[mask], est[mask], yerr=err, fmt="o", ms=3, lw=0.8, color=colour)
+    if family.any():
+        ax.plot(x[family], est[family], "o", ms=9, mfc="none", mec="black", mew=1.2)
+    missing = part.height - len(order)
+    if missing:
+        ax.text(0.01, 0.98, f"{missing} of {part.height} not estimable", transform=ax.transAxes,
+                ha="left", va="top", fontsize=7, color="dimgrey")  # fmt: skip
+    ax.grid(axis="y", alpha=0.3)
+    ypos = {key: i for i, key in enumerate(indicators)}
+    for choice in {c for c, _ in indicators}:
+        values = rows[choice].cast(pl.String).to_list()
+        hits = [(i, ypos[(choice, v)]) for i, v in enumerate(values) if (choice, v) in ypos]
+        if hits:
+            xs, ys = zip(*hits, strict=True)
+            below.plot(xs, ys, "s", ms=2.5, color="black")
+    below.set_yticks(
+        range(len(indicators)), [f"{c}: {_label(v)}" for c, v in indicators], fontsize=6
+    )
+    below.set_ylim(len(indicators) - 0.5, -0.5)
+    below.set_xlabel("Specifications, sorted by estimate")
+    below.set_xlim(-1, max(len(x), 1))

@@ -12,8 +12,9 @@ The rules run in this order, each reading only files the one before wrote:
    false-positive check, leave-one-out, the looks of a sequential top-up),
    :func:`write_planted` and :func:`write_instrument` (position, ties, recognition, text
    versus tool), :func:`write_heterogeneity` (per model,
-   mode and paraphrase; heterogeneity, race x gender, mode differences), each a CSV +
-   Markdown table that the database loads;
+   mode and paraphrase; heterogeneity, race x gender, mode differences),
+   :func:`write_specification_curve` (every specification of the design's choices and the
+   curve's permutation tests), each a CSV + Markdown table that the database loads;
 4. :func:`write_figures`.
 
 Beside them, the extension arms' own analyses: :func:`write_wording` (the wording arm, by
@@ -43,6 +44,7 @@ from cueaudit.decision.analysis import (
     robustness,
     sequential,
     simulation_settings,
+    specification_curve,
     wording,
 )
 from cueaudit.decision.analysis.frames import (
@@ -55,6 +57,7 @@ from cueaudit.decision.analysis.frames import (
 from cueaudit.decision.preregistration import (
     Preregistration,
     Registration,
+    Status,
     load_preregistration,
     status,
 )
@@ -325,6 +328,10 @@ def write_figures(tables: Mapping[str, str], out: Mapping[str, str]) -> None:
     figures.plot_tie_recognition(read["ties"], read["recognition"], out["ties_recognition"])
     figures.plot_nonresponse(read["nonresponse"], out["nonresponse"])
     figures.plot_forest_by_model(read["contrasts_by"], out["forest_by_model"])
+    figures.plot_specification_curve(
+        read["specification_curve"],
+        out.get("specification_curve_pdf") or out["specification_curve"],
+    )
 
 
 def write_plan(
@@ -363,6 +370,14 @@ def write_plan(
     return table, cost
 
 
+def _lock_state(
+    frames: AnalysisFrames, registration: Registration, lock: str
+) -> tuple[Preregistration, Status]:
+    """The pre-registration and whether the frames' results may be labelled pre-registered."""
+    state = status(registration, lock, answered_at=answered_at(frames))
+    return load_preregistration(registration.preregistration), state
+
+
 def write_heterogeneity(
     frames: AnalysisFrames,
     *,
@@ -376,8 +391,7 @@ def write_heterogeneity(
     and the mode differences of each contrast from one joint fit (:mod:`.heterogeneity`, all
     exploratory). ``registered`` is the design and files the lock binds."""
     registration = Registration(preregistration, *registered)
-    prereg = load_preregistration(preregistration)
-    state = status(registration, lock, answered_at=answered_at(frames))
+    prereg, state = _lock_state(frames, registration, lock)
     per_level = heterogeneity.contrasts_by(frames, prereg, pre_registered=state)
     tables = {
         "contrasts_by": (
@@ -404,6 +418,41 @@ def write_heterogeneity(
     for name, (table, title) in tables.items():
         write_table(table, out[name], title)
     return per_level
+
+
+def write_specification_curve(
+    frames: AnalysisFrames,
+    *,
+    registration: Registration,
+    lock: str,
+    settings: Mapping[str, Any],
+    out: Mapping[str, str],
+) -> pl.DataFrame:
+    """Every specification of the design's choices for each contrast of interest with its
+    verdict, and per contrast the curve's counts, statistics and permutation tests
+    (:mod:`.specification_curve`, exploratory), labelled as the lock allows. ``settings``
+    is ``decision.analysis.specification_curve``."""
+    prereg, state = _lock_state(frames, registration, lock)
+    curve, summary = specification_curve.specification_curve(
+        frames,
+        prereg,
+        contrasts=settings["contrasts"],
+        permutations=settings["permutations"],
+        alpha=settings.get("alpha"),
+        seed=settings["seed"],
+        pre_registered=state,
+    )
+    write_table(
+        curve,
+        out["specification_curve"],
+        "Decision audit: every specification of the design's choices (exploratory)",
+    )
+    write_table(
+        summary,
+        out["specification_summary"],
+        "Decision audit: the specification curve's verdicts and permutation tests (exploratory)",
+    )
+    return summary
 
 
 def write_wording(

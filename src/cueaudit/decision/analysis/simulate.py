@@ -60,7 +60,8 @@ Probes
     otherwise one of the other labels of the prompt file, at random.
 
 ``model_planted`` adds a model's own planted effects to its rows (a model x group
-interaction), by the same mechanisms.
+interaction), and ``mode_planted`` a mode's own (a mode x group interaction), by the same
+mechanisms.
 
 Any answer fails to parse with probability ``parse_failure`` (a null ``y``; a ranking with
 null ranks; a probe with a null label), independently of everything else, so it never biases
@@ -301,17 +302,18 @@ def _planted(
     rows: pl.DataFrame, settings: SimulationSettings, fmt_column: str | None
 ) -> np.ndarray:
     """The planted effect of each row (its domain, format and groups; and its model's own,
-    ``model_planted``)."""
+    ``model_planted``, and its mode's own, ``mode_planted``)."""
     total = np.zeros(rows.height)
     planted = [(key, value, None) for key, value in settings.planted.items()]
-    for model, extra in settings.model_planted.items():
-        planted += [(key, value, model) for key, value in extra.items()]
-    for key, value, model in planted:
+    for column, by in (("model", settings.model_planted), ("mode", settings.mode_planted)):
+        for level_of, extra in by.items():
+            planted += [(key, value, (column, level_of)) for key, value in extra.items()]
+    for key, value, only in planted:
         domain, fmt, _ = key
         dimension, level = planted_group(key)
         hit = (rows["domain"] == domain) & (rows[dimension] == level)
-        if model is not None:
-            hit = hit & (rows["model"] == model)
+        if only is not None:
+            hit = hit & (rows[only[0]] == only[1])
         if fmt_column is not None:
             hit = hit & (rows[fmt_column] == fmt)
         elif fmt != "rank":

@@ -19,6 +19,7 @@ from cueaudit.decision.analysis.design_matrix import BASELINES
 from cueaudit.decision.analysis.frames import POINTS_RULES, PRIMARY
 from cueaudit.decision.build import design_tier_counts
 from cueaudit.decision.design import BUNDLE_TYPES, GENDERS, RACES
+from cueaudit.decision.formats import MODES
 from cueaudit.decision.profiles import TIERS
 from cueaudit.decision.prompts import expected_counts
 from cueaudit.errors import InputError
@@ -96,7 +97,9 @@ class SimulationSettings:
     position effect: every shifted rate must stay a probability.
     ``model_planted`` adds effects for one model's answers only, keyed as ``planted``
     (``{"m1": {("hiring", "rate", "black_vs_white"): 0.35}}``): a model x group interaction,
-    which the pooled contrast averages over the models.
+    which the pooled contrast averages over the models. ``mode_planted`` likewise adds
+    effects for one mode's answers only (``{"tool": {("hiring", "rate", "black_vs_white"):
+    0.3}}``): a mode x group interaction.
     Resource paths are relative to ``root``.
     """
 
@@ -140,6 +143,7 @@ class SimulationSettings:
     points: str = POINTS_RULES[0]
     recognition_position_shift: Mapping[int, float] = field(default_factory=dict)
     model_planted: Mapping[str, Mapping[tuple[str, str, str], float]] = field(default_factory=dict)
+    mode_planted: Mapping[str, Mapping[tuple[str, str, str], float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.models or len(set(self.models)) < len(self.models):
@@ -193,16 +197,22 @@ class SimulationSettings:
                 raise InputError(SOURCE, f"unknown model {model!r}", "model_planted")
             for key in _mapping(planted, f"model_planted.{model}"):
                 planted_group(key)
+        for mode, planted in _mapping(self.mode_planted, "mode_planted").items():
+            for key in _mapping(planted, f"mode_planted.{mode}"):
+                planted_group(key)
+                if mode not in MODES[key[1]]:
+                    raise InputError(SOURCE, f"{key[1]} has no mode {mode!r}", "mode_planted")
 
     def planted_scenarios(self) -> list[dict[tuple[str, str, str], float]]:
-        """The planted effects of every model: the common ones, and with each model's own
-        added (the bounds hold for all)."""
-        scenarios = [dict(self.planted)]
-        for extra in self.model_planted.values():
-            merged = dict(self.planted)
-            for key, value in extra.items():
-                merged[key] = merged.get(key, 0.0) + value
-            scenarios.append(merged)
+        """The planted effects of every model and mode: the common ones, and with each
+        model's own and each mode's own added (the bounds hold for all)."""
+        scenarios = []
+        for by_model in ({}, *self.model_planted.values()):
+            for by_mode in ({}, *self.mode_planted.values()):
+                merged = dict(self.planted)
+                for key, value in [*by_model.items(), *by_mode.items()]:
+                    merged[key] = merged.get(key, 0.0) + value
+                scenarios.append(merged)
         return scenarios
 
     def _check_failure_by_group(self) -> None:
