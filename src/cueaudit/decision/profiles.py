@@ -39,7 +39,7 @@ from typing import Any, Final, Literal
 import polars as pl
 
 from cueaudit.cues.name_pairs import NAME_PAIR_SCHEMA
-from cueaudit.decision.formats import PROFILE_DOMAINS
+from cueaudit.decision.formats import PROFILE_DOMAINS, PromptResources, title_variant_texts
 from cueaudit.errors import InputError
 from cueaudit.io import read_bytes_checked, read_csv_records, read_jsonl
 
@@ -479,3 +479,26 @@ def check_attribute_list(
         allowed=allowed,
     )
     return [entry for _, entry in entries]
+
+
+def check_wordings(
+    resources: PromptResources,
+    *,
+    names: Iterable[str],
+    terms_path: str | Path,
+    audit_cues: Sequence[str] = (),
+    common_words: Iterable[str] = (),
+    allowed: Sequence[str] = (),
+) -> None:
+    """Apply the profile check to the title-line wordings of a prompts file (the
+    paraphrase-matched bundles' one varying line: it must carry no demographic cue), each
+    labelled by its file and key."""
+    _check_texts(
+        title_variant_texts(resources),
+        "wording",
+        names=names,
+        terms_path=terms_path,
+        audit_cues=audit_cues,
+        common_words=common_words,
+        allowed=allowed,
+    )
