@@ -319,32 +319,27 @@ def _position_balanced_slots(n_bundles: int, rng: random.Random) -> list[Slot]:
     (symbols 0 and 1 one gender), tier from the third; with these symbol classes every row has
     one of each race and gender in each half and one woman of each race (a property of the
     squares that column permutations keeping the halves apart preserve)."""
-    race_square, gender_square, tier_square = orthogonal_latin_squares()
+    races, genders, tiers = orthogonal_latin_squares()
     slots: list[Slot] = []
     repeated: list[str] = []
     for block in range(n_bundles // 4):
-        if block % 3 == 0:
-            repeated = rng.sample(TIERS, 3)
+        repeated = rng.sample(TIERS, 3) if block % 3 == 0 else repeated
         rows = rng.sample(range(4), 4)
-        halves = rng.sample([(0, 1), (2, 3)], 2)
-        cols = [c for pair in halves for c in rng.sample(pair, 2)]
-        race_of = rng.sample(BALANCED_RACES, 2)
-        gender_of = rng.sample(GENDERS, 2)
+        cols = [c for pair in rng.sample([(0, 1), (2, 3)], 2) for c in rng.sample(pair, 2)]
+        race_of, gender_of = rng.sample(BALANCED_RACES, 2), rng.sample(GENDERS, 2)
         tier_of = [*rng.sample(TIERS, 3), repeated[block % 3]]
-        for j in range(4):
-            for p in range(4):
-                r, c = rows[j], cols[p]
-                slots.append(
-                    {
-                        "bundle_index": 4 * block + j,
-                        "position": p + 1,
-                        "half": half_of(p + 1),
-                        "tier": tier_of[tier_square[r][c]],
-                        "race": race_of[race_square[r][c] % 2],
-                        "gender": gender_of[gender_square[r][c] // 2],
-                        "pseudo_race": None,
-                    }
-                )
+        slots += [
+            {
+                "bundle_index": 4 * block + j,
+                "position": p + 1,
+                "half": half_of(p + 1),
+                "tier": tier_of[tiers[rows[j]][cols[p]]],
+                "race": race_of[races[rows[j]][cols[p]] % 2],
+                "gender": gender_of[genders[rows[j]][cols[p]] // 2],
+                "pseudo_race": None,
+            }
+            for j, p in itertools.product(range(4), range(4))
+        ]
     return slots
 
 

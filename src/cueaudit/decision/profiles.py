@@ -481,24 +481,9 @@ def check_attribute_list(
     return [entry for _, entry in entries]
 
 
-def check_wordings(
-    resources: PromptResources,
-    *,
-    names: Iterable[str],
-    terms_path: str | Path,
-    audit_cues: Sequence[str] = (),
-    common_words: Iterable[str] = (),
-    allowed: Sequence[str] = (),
-) -> None:
-    """Apply the profile check to the title-line wordings of a prompts file (the
-    paraphrase-matched bundles' one varying line: it must carry no demographic cue), each
+def check_wordings(resources: PromptResources, **check: Any) -> None:
+    """Apply the profile check (``check``: the keyword arguments of
+    :func:`find_demographic_cues`) to the title-line wordings of a prompts file, the
+    paraphrase-matched bundles' one varying line, which must carry no demographic cue; each is
     labelled by its file and key."""
-    _check_texts(
-        title_variant_texts(resources),
-        "wording",
-        names=names,
-        terms_path=terms_path,
-        audit_cues=audit_cues,
-        common_words=common_words,
-        allowed=allowed,
-    )
+    _raise_findings(find_demographic_cues(title_variant_texts(resources), **check), "wording")

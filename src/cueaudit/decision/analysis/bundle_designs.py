@@ -27,23 +27,23 @@ race and gender contrasts, compares two candidates with two in every bundle (fou
 comparisons each), so the three have the same design precision. (Under a gain at the first
 position alone, g, the half contrast is g / 2; the first-listed gain is a one-against-three
 contrast whose design SE is sqrt(4/3) times the race contrast's in these bundles.) Both
-effects come from one fit of the type's complete rankings (:func:`~.instrument.points_fit`:
-the position contrast's column and two position columns orthogonal to it that span the other
+effects come from one fit of the type's complete rankings (:func:`~.instrument.points_fit`: the
+position contrast's column and two position columns orthogonal to it that span the other
 position differences (:data:`POSITION_CONTRASTS`), tier, race, gender, model, mode, paraphrase
 and domain dummies, random intercepts for profile, name pair and answer), their covariance
-CR2-clustered by design bundle, and the difference of their sizes, ``|position| - |demographic|``, is tested as the
-linear contrast ``sign(position) e_position - sign(demographic) e_demographic`` with its CR2
-SE from the joint covariance and Satterthwaite's degrees of freedom; ``se_independent`` is
-the SE had the two been independent. (A difference of sizes is biased where a true effect is
-near zero relative to its SE: the sign is then a coin toss.) The two further position
-columns matter: without them a first-position gain stays in the residuals, and since the
-first candidate is Black in half the bundles and White in the other half, the race contrast's
-bundle-level residuals carry it; on the simulator that made the CR2 SE of the race contrast
-1.4 times the position contrast's where both estimates spread equally. ``design_se_ratio`` is the ratio
-of the demographic to the position SE that the design alone implies (ordinary least squares
-within answers: 1 in position-balanced bundles, sqrt(3/2) for Black vs White against the
-first-listed gain in disguised ones); ``se_ratio`` is the fit's. Per model and pooled
-(``"all"``), in positions and in SD units of the sample's points.
+CR2-clustered by design bundle, and the difference of their sizes, ``|position| -
+|demographic|``, is tested as the linear contrast ``sign(position) e_position -
+sign(demographic) e_demographic`` with its CR2 SE from the joint covariance and Satterthwaite's
+degrees of freedom; ``se_independent`` is the SE had the two been independent. (A difference of
+sizes is biased where a true effect is near zero relative to its SE: the sign is then a coin
+toss.) The two further position columns matter: without them a first-position gain stays in the
+residuals, and since the first candidate is Black in half the bundles and White in the other
+half, the race contrast's bundle-level residuals carry it; on the simulator that made the CR2
+SE of the race contrast 1.4 times the position contrast's where both estimates spread equally.
+``design_se_ratio`` is the ratio of the demographic to the position SE that the design alone
+implies (ordinary least squares within answers: 1 in position-balanced bundles, sqrt(3/2) for
+Black vs White against the first-listed gain in disguised ones); ``se_ratio`` is the fit's. Per
+model and pooled (``"all"``), in positions and in SD units of the sample's points.
 """
 
 from __future__ import annotations

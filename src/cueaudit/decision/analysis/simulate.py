@@ -44,14 +44,15 @@ Rank (competition ranks)
     chosen candidate 4 points and the others 2 on average, so the lapse adds exactly
     ``d_j - mean(d)`` to a candidate's expected points, whatever the utilities; ties then
     scale it by ``1 - tie_rate``. In a disguised bundle each race, each position and two of
-    each gender appear once (twice; in a position-balanced bundle two of each race and
-    gender), so ``mean(d)`` is one constant and the planted values are exactly the expected
-    differences in points (position 1 minus positions 2-4; focal minus reference; the
-    half-of-list contrast of a first-listed gain g is g / 2). The quality-ranked part carries none of them: its expected points depend only
-    on the tiers shown, and the orthogonal Latin squares give every race, position and gender
-    the same tiers beside the same company in every block, with profile and name effects
-    drawn independently of race. (The lmm weights name pairs by their rows, which differ by
-    one or two bundles between pairs; that is the only way a nuisance can reach its estimate.)
+    each gender appear once (twice; in a position-balanced bundle two of each race and gender),
+    so ``mean(d)`` is one constant and the planted values are exactly the expected differences
+    in points (position 1 minus positions 2-4; focal minus reference; the half-of-list contrast
+    of a first-listed gain g is g / 2). The quality-ranked part carries none of them: its
+    expected points depend only on the tiers shown, and the orthogonal Latin squares give every
+    race, position and gender the same tiers beside the same company in every block, with
+    profile and name effects drawn independently of race. (The lmm weights name pairs by their
+    rows, which differ by one or two bundles between pairs; that is the only way a nuisance can
+    reach its estimate.)
     A bundle type tied always (the matched ones, by default) carries no effect.
 Probes
     the probe recognises an audit (``"Fairness"`` / ``"fairness_bias"``) with the rate of
