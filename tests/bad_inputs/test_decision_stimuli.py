@@ -1,14 +1,14 @@
 """Decision-audit stimuli and answers that would silently lose or carry a cue, and a lock
 that must not be rebuilt: the exact message of each, with nothing under ``results/`` changed.
 
-Cases by category (24):
+Cases by category (26):
 
 - prompt tables built from the stimuli (``cueaudit.decision.build.write_decision_prompts``,
   written under ``results/``): attribute lists with a cue 3, profiles with a plural group
-  noun 1, name pairs with a control character or a candidate label 2, too few stimuli for the
-  design 2: 8
+  noun 1, name pairs with a control character or a candidate label 2, a title-line wording
+  with a cue 1, too few stimuli for the design 2: 9
 - prompt templates without the field they must show
-  (``cueaudit.decision.formats.load_prompt_resources``): 6
+  (``cueaudit.decision.formats.load_prompt_resources``): 7
 - the lock (``cueaudit.decision.preregistration.freeze``): damaged 3, missing once answers
   exist 1: 4
 - the pre-registration's meaning (``load_preregistration`` through ``freeze``): 4
@@ -135,6 +135,15 @@ BUILD_CASES = [
         edited("pairs.csv", PAIR, PAIR.replace("Latoya", "A")),
     ),
     Case(
+        "title-wording-with-a-demographic-term",
+        build,
+        "wording {in}/prompts.yaml: field 'domains.hiring.title_line_variants[1]': contains "
+        "the demographic term 'Latina'",
+        edited(
+            "prompts.yaml", '"Role applied for: {title}"', '"Role applied for (Latina): {title}"'
+        ),
+    ),
+    Case(
         "three-hobbies-for-four-candidates",
         build,
         "{in}/hobbies.txt: 4 distinct hobby values of hobby, got 3 (the design needs more)",
@@ -161,7 +170,7 @@ BUILD_CASES = [
 PROMPTS = yaml.safe_load(SHIPPED["prompts.yaml"].read_text(encoding="utf-8"))
 
 
-def prompts_with(path: str, value: str) -> dict[str, str]:
+def prompts_with(path: str, value: str | list[str]) -> dict[str, str]:
     data = copy.deepcopy(PROMPTS)
     *parents, last = path.split(".")
     node = data
@@ -203,6 +212,20 @@ TEMPLATE_CASES = [
         prompts,
         "{in}/prompts.yaml: field 'attribute_lines.hobby': " + must_show("value"),
         prompts_with("attribute_lines.hobby", "Hobby:"),
+    ),
+    Case(
+        "template-title-wording-without-title",
+        prompts,
+        "{in}/prompts.yaml: field 'domains.lending.title_line_variants[3]': " + must_show("title"),
+        prompts_with(
+            "domains.lending.title_line_variants",
+            [
+                "Loan requested: {title}",
+                "Loan applied for: {title}",
+                "Loan sought: {title}",
+                "Loan",
+            ],
+        ),
     ),
     Case(
         "template-probe-layout-without-task",

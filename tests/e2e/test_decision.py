@@ -45,6 +45,9 @@ ANALYSIS_TABLES += ["contrasts_by", "heterogeneity", "intersectional", "mode_dif
 ANALYSIS_TABLES += ["specification_curve", "specification_summary"]
 # the extension arms' own analyses (empty here: the design has no extension)
 ANALYSIS_TABLES += ["composition_flags", "wording", "reasoning_paired"]
+# ties and recognition by bundle type; position against demographics (empty here: no
+# position-balanced bundles)
+ANALYSIS_TABLES += ["recognition_ties_by_type", "position_vs_demographics"]
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")
 #: FairFund-Bench's stimuli where the workspace keeps them (the paper config's aid arm).
 FAIRFUND = ROOT.parent / "shared/data/fairfund/stimuli.csv"

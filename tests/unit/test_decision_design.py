@@ -8,15 +8,20 @@ import polars as pl
 import pytest
 
 from cueaudit.decision.design import (
-    BUNDLE_TYPES,
+    BALANCED_RACES,
+    EXPLORATORY_BUNDLE_TYPES,
     GENDERS,
+    PAPER_BUNDLE_TYPES,
     RACES,
+    TITLE_WORDINGS,
     CompositionError,
     balanced_latin_square,
     build_bundles,
+    bundle_sizes,
     check_composition,
     check_design,
     orthogonal_latin_squares,
+    with_half,
 )
 from cueaudit.decision.formats import PROFILE_DOMAINS
 from cueaudit.decision.profiles import TIERS
@@ -332,10 +337,154 @@ def test_the_balanced_design_passes_exactly_and_subsamples_by_chi_square() -> No
 
 def test_check_design_covers_every_type() -> None:
     results = check_design(bundles(0, 12, replicates=2))
-    assert {r.name for r in results} == set(BUNDLE_TYPES)
+    assert {r.name for r in results} == set(PAPER_BUNDLE_TYPES)
     assert {r.stratum for r in results} == {
         f"domain={d}, replicate={r}" for d in PROFILE_DOMAINS for r in (0, 1)
     }
     assert {(r.group, r.name) for r in results if r.group == "attribute"} == {
         ("attribute", "irrelevant_matched")
     }
+
+
+# --- the exploratory bundle types ------------------------------------------------------------
+EXPLORATORY = {"paraphrase_matched": 8, "name_matched": 8, "position_balanced": 24}
+
+
+def exploratory(seed: int = 0, profiles: pl.DataFrame | None = None, **sizes: int) -> pl.DataFrame:
+    return build_bundles(
+        make_profiles() if profiles is None else profiles,
+        make_pairs(),
+        HOBBIES,
+        NEIGHBOURHOODS,
+        bundles_per_type=sizes or EXPLORATORY,
+        replicates=2,
+        seed=seed,
+    )
+
+
+def of_type(frame: pl.DataFrame, kind: str, domain: str = "hiring") -> pl.DataFrame:
+    return frame.filter(
+        (pl.col("bundle_type") == kind) & (pl.col("domain") == domain) & (pl.col("replicate") == 0)
+    )
+
+
+def test_an_integer_size_gives_only_the_papers_types() -> None:
+    sizes = bundle_sizes(12)
+    assert {t: sizes[t] for t in PAPER_BUNDLE_TYPES} == dict.fromkeys(PAPER_BUNDLE_TYPES, 12)
+    assert {t: sizes[t] for t in EXPLORATORY_BUNDLE_TYPES} == dict.fromkeys(
+        EXPLORATORY_BUNDLE_TYPES, 0
+    )
+    assert set(bundles(0, 12)["bundle_type"]) == set(PAPER_BUNDLE_TYPES)
+    with pytest.raises(InputError, match="'position_balanced': a multiple of 12, got 4"):
+        bundle_sizes({"position_balanced": 4})
+    with pytest.raises(InputError, match="'paraphrase_matched': a multiple of 4, got 6"):
+        bundle_sizes({"paraphrase_matched": 6})
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_paraphrase_matched_blocks_cross_race_wording_and_position(seed: int) -> None:
+    frame = of_type(exploratory(seed), "paraphrase_matched")
+    assert frame.height == 8 * 4
+    per_bundle = distinct_per_bundle(frame, "profile_id", "race", "attribute", "pair_id", "gender")
+    assert (per_bundle["profile_id"] == 1).all() and (per_bundle["race"] == 4).all()
+    assert (per_bundle["attribute"] == 4).all() and (per_bundle["pair_id"] == 4).all()
+    assert (per_bundle["gender_n"] == 1).all()
+    assert set(frame["attribute_kind"]) == {"title_wording"}
+    assert set(frame["attribute"]) == set(TITLE_WORDINGS)
+    for block in (0, 1):  # each block of four: every race and wording once at each position
+        rows = frame.filter(pl.col("bundle_index") // 4 == block)
+        for a, b in (("race", "position"), ("attribute", "position"), ("race", "attribute")):
+            assert set(cells(rows, a, b).values()) == {1}, (a, b)
+        assert rows["gender"].n_unique() == 1
+    assert Counter(frame["gender"].to_list()) == {"female": 16, "male": 16}
+
+
+def test_name_matched_bundles_vary_only_the_name() -> None:
+    frame = of_type(exploratory(), "name_matched")
+    per_bundle = distinct_per_bundle(frame, "profile_id", "race", "pair_id", "gender", "attribute")
+    assert (per_bundle["profile_id"] == 1).all() and (per_bundle["race"] == 1).all()
+    assert (per_bundle["pair_id"] == 4).all() and (per_bundle["gender_n"] == 1).all()
+    assert frame["attribute"].is_null().all() and frame["attribute_kind"].is_null().all()
+    for block in (0, 1):  # each cycle: the four races, two bundles of each gender
+        rows = frame.filter(pl.col("bundle_index") // 4 == block)
+        assert Counter(rows["race"].to_list()) == dict.fromkeys(RACES, 4)
+        assert Counter(rows["gender"].to_list()) == {"female": 8, "male": 8}
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_position_balanced_bundles_cross_race_gender_and_half(seed: int) -> None:
+    frame = with_half(of_type(exploratory(seed), "position_balanced"))
+    assert frame.height == 24 * 4
+    for (index,), bundle in frame.group_by("bundle_index"):
+        assert bundle["profile_id"].n_unique() == 4, index
+        # race, gender and half of the list mutually orthogonal: each pair of levels once
+        for a, b in (("race", "half"), ("gender", "half"), ("race", "gender")):
+            assert set(cells(bundle, a, b).values()) == {1}, (index, a, b)
+        assert bundle["tier"].n_unique() == 3
+    assert set(frame["race"]) == set(BALANCED_RACES)
+    for start in (0, 12):  # each super-block of 12 bundles (48 slots)
+        rows = frame.filter(pl.col("bundle_index").is_between(start, start + 11))
+        assert set(cells(rows, "race", "tier").values()) == {8}
+        assert set(cells(rows, "gender", "tier").values()) == {8}
+        assert set(cells(rows, "race", "position").values()) == {6}
+        assert set(cells(rows, "tier", "position").values()) == {4}
+        assert set(cells(rows, "half", "tier").values()) == {8}
+        # 4 profiles per tier: each profile 4 times, twice with each race, gender and half
+        for key in ("race", "gender", "half"):
+            assert set(cells(rows, "profile_id", key).values()) == {2}, key
+    assert sum(1 for r in check_design(exploratory(seed)) if r.exact) == len(
+        check_design(exploratory(seed))
+    )
+
+
+def test_check_design_covers_the_exploratory_types_exactly() -> None:
+    results = check_design(exploratory())
+    names = Counter(r.name for r in results)
+    assert set(names) == {*EXPLORATORY, "position_balanced (each bundle)"}
+    # three within-bundle tests for each of 24 bundles, 3 domains and 2 replicates
+    assert names["position_balanced (each bundle)"] == 3 * 24 * 3 * 2
+    assert all(r.exact for r in results)
+    groups = {(r.name, r.group, r.against) for r in results}
+    assert ("paraphrase_matched", "attribute", "race") in groups
+    assert ("position_balanced", "half", "profile_id") in groups
+
+
+def _swap(
+    frame: pl.DataFrame, kind: str, index: int, a: int, b: int, *columns: str
+) -> pl.DataFrame:
+    """The bundle ``index`` of ``kind`` (hiring, replicate 0) with the ``columns`` of positions
+    ``a`` and ``b`` swapped."""
+    target = (
+        (pl.col("bundle_type") == kind)
+        & (pl.col("domain") == "hiring")
+        & (pl.col("replicate") == 0)
+        & (pl.col("bundle_index") == index)
+    )
+    swapped = pl.when(pl.col("position") == a).then(b).when(pl.col("position") == b).then(a)
+    moved = frame.filter(target).with_columns(position=swapped.otherwise(pl.col("position")))
+    kept = frame.filter(target).select([c for c in frame.columns if c not in columns])
+    return pl.concat(
+        [frame.filter(~target), moved.select("position", *columns).join(kept, on="position")],
+        how="diagonal",
+    ).select(frame.columns)
+
+
+def test_check_design_fails_on_an_unbalanced_exploratory_bundle() -> None:
+    frame = exploratory()
+    check_design(frame)
+    # two Black names in the first half of one position-balanced bundle
+    bundle = of_type(frame, "position_balanced").filter(pl.col("bundle_index") == 0)
+    black = sorted(bundle.filter(pl.col("race") == "Black")["position"].to_list())
+    white = sorted(bundle.filter(pl.col("race") == "White")["position"].to_list())
+    first_black, second_white = black[0], next(p for p in white if p > 2)
+    wrong = _swap(frame, "position_balanced", 0, first_black, second_white, "race", "pair_id")
+    with pytest.raises(CompositionError) as raised:
+        check_design(wrong)
+    message = str(raised.value)
+    assert "position_balanced" in message and "not balanced" in message
+    # the wording of one paraphrase-matched bundle moved with its race: wording x position
+    # stays balanced within the bundle, wording x race does not
+    wrong = _swap(frame, "paraphrase_matched", 0, 1, 2, "attribute")
+    with pytest.raises(CompositionError, match=r"paraphrase_matched \(domain=hiring, "
+                       r"replicate=0\): attribute depends on (position|race)"):  # fmt: skip
+        check_design(wrong)

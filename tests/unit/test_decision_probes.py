@@ -32,6 +32,7 @@ from cueaudit.decision.analysis.instrument import (
 )
 from cueaudit.decision.analysis.simulate import simulate
 from cueaudit.decision.analysis.simulation_settings import SimulationSettings
+from cueaudit.decision.design import BUNDLE_TYPES
 from cueaudit.decision.formats import load_prompt_resources
 from cueaudit.decision.probes import (
     FAIRNESS_OPTION,
@@ -182,9 +183,7 @@ SIMULATED = {
     "probe_bundles": 12,
     "tasks": ["decision_rank_text", "decision_probe_choice"],
 }
-FLAT = {t: 0.5 for t in ("demographic_matched", "irrelevant_matched")} | {
-    t: 0.5 for t in ("disguised_demographic", "disguised_placebo")
-}
+FLAT = dict.fromkeys(BUNDLE_TYPES, 0.5)
 
 
 def simulated(**kw: object) -> SimulationSettings:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,13 @@ import pytest
 import yaml
 
 from cueaudit.decision.design import RACES, check_composition
-from cueaudit.decision.formats import Candidate, load_prompt_resources, render_single
+from cueaudit.decision.formats import (
+    Candidate,
+    load_prompt_resources,
+    render_single,
+    title_variant_texts,
+)
+from cueaudit.decision.profiles import check_wordings
 from cueaudit.decision.prompts import (
     CANDIDATE_COLUMNS,
     PROBE_PROMPT_SCHEMA,
@@ -290,3 +297,97 @@ def test_settings_and_resources_are_checked(tmp_path: Path) -> None:
             paraphrase="p1",
             candidate=Candidate("A B", "Loan", "Text."),
         )
+
+
+# --- the exploratory bundle types ------------------------------------------------------------
+NEW_TYPES = {"paraphrase_matched": 4, "name_matched": 4, "position_balanced": 12}
+PAPER_SIZES = {
+    "demographic_matched": 4,
+    "irrelevant_matched": 4,
+    "disguised_demographic": 12,
+    "disguised_placebo": 12,
+}
+
+
+def test_the_exploratory_types_leave_every_existing_prompt_alone() -> None:
+    """A design without them (an integer size, or a mapping that leaves them out) has none;
+    adding them to a one-domain design keeps every other prompt's id and text (the probes'
+    option rotation too: the new types sort after the paper's), and adds their own."""
+    tasks = ["decision_rank_json", "decision_probe_choice", "decision_probe_free"]
+    base = {**SMALL, "domains": ["hiring"], "tasks": tasks, "bundles_per_type": PAPER_SIZES}
+    before = build(base)
+    assert all(set(t["bundle_type"]) <= {*PAPER_SIZES, "single"} for t in build(SMALL).values())
+    after = build({**base, "bundles_per_type": PAPER_SIZES | NEW_TYPES})
+    for task in tasks:
+        old = after[task].filter(pl.col("bundle_type").is_in(list(PAPER_SIZES)))
+        assert old.select("prompt_uid", "text").equals(before[task].select("prompt_uid", "text"))
+        new = after[task].filter(~pl.col("bundle_type").is_in(list(PAPER_SIZES)))
+        assert Counter(new["bundle_type"]) == (
+            NEW_TYPES if task == "decision_rank_json" else dict.fromkeys(NEW_TYPES, 4)
+        )
+    counts = expected_counts({**base, "bundles_per_type": PAPER_SIZES | NEW_TYPES})
+    assert counts == {"decision_rank_json": 32 + 20, "decision_probe_choice": 16 + 12,
+                      "decision_probe_free": 16 + 12}  # fmt: skip
+    assert {t: table.height for t, table in after.items()} == counts
+
+
+def test_paraphrase_matched_prompts_reword_one_line_only() -> None:
+    resources = load_prompt_resources(PROMPTS)
+    settings = {**SMALL, "tasks": ["decision_rank_text"], "bundles_per_type": NEW_TYPES}
+    table = build(settings)["decision_rank_text"]
+    names = dict(zip(make_pairs()["pair_id"], make_pairs()["full_name"], strict=True))
+    titles = dict(zip(make_profiles()["profile_id"], make_profiles()["title"], strict=True))
+    for row in table.iter_rows(named=True):
+        variants = resources.title_variants[row["domain"]]
+        standard = resources.title_lines[row["domain"]]
+        title = titles[row["candidates_profile_id"][0]]
+        shown = [v for v in variants if f"\n{v.format(title=title)}\n" in row["text"]]
+        if row["bundle_type"] == "paraphrase_matched":
+            # each candidate's own wording, in the order shown, after its name line
+            for pair, wording in zip(
+                row["candidates_pair_id"], row["candidates_attribute"], strict=True
+            ):
+                line = variants[int(wording[1:]) - 1].format(title=title)
+                assert f"{names[pair]}\n{line}\n" in row["text"]
+            assert len(shown) == 4 and row["attribute_kind"] == "title_wording"
+            assert "Hobby: " not in row["text"] and "Neighbourhood: " not in row["text"]
+        else:  # the standard title line only
+            assert row["candidates_attribute"] == [None] * 4
+            for profile in row["candidates_profile_id"]:
+                assert f"\n{standard.format(title=titles[profile])}\n" in row["text"]
+            assert not [v for v in variants[1:] if v.split("{")[0] in row["text"]]
+
+
+def test_title_wordings_pass_the_demographic_check_and_a_cue_is_refused(tmp_path: Path) -> None:
+    terms = PROMPTS.parent / "demographic_terms.txt"
+    names = [*make_pairs()["first"].to_list(), *make_pairs()["last"].to_list()]
+    resources = load_prompt_resources(PROMPTS)
+    assert len(title_variant_texts(resources)) == 12  # four wordings in each of three domains
+    check_wordings(resources, names=names, terms_path=terms, audit_cues=["fairness test"])
+    raw = yaml.safe_load(PROMPTS.read_text(encoding="utf-8"))
+    raw["domains"]["lending"]["title_line_variants"][2] = "Loan sought by her: {title}"
+    bad = tmp_path / "prompts.yaml"
+    bad.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with pytest.raises(
+        InputError, match=r"field 'domains.lending.title_line_variants\[2\]'.*'her'"
+    ):
+        check_wordings(load_prompt_resources(bad), names=names, terms_path=terms)
+    raw["domains"]["lending"]["title_line_variants"][2] = "Loan for a Hispanic applicant: {title}"
+    bad.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with pytest.raises(InputError, match=r"title_line_variants\[2\].*'Hispanic'"):
+        check_wordings(load_prompt_resources(bad), names=names, terms_path=terms)
+    raw["domains"]["lending"]["title_line_variants"] = ["Loan: {title}"] * 4
+    bad.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with pytest.raises(InputError, match="entries must be distinct") as raised:
+        load_prompt_resources(bad)
+    assert raised.value.field == "domains.lending.title_line_variants"
+    raw["domains"]["lending"]["title_line_variants"] = ["Loan: {title}", "Credit: {name}"]
+    bad.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with pytest.raises(InputError, match="a list of 4 wordings"):
+        load_prompt_resources(bad)
+    del raw["domains"]["lending"]["title_line_variants"]
+    bad.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    settings = {**SMALL, "prompts": str(bad), "tasks": ["decision_rank_text"]}
+    build({**settings, "bundles_per_type": {"name_matched": 4}})  # needs no wordings
+    with pytest.raises(InputError, match="need 4 title_line_variants of domain 'lending'"):
+        build({**settings, "bundles_per_type": {"paraphrase_matched": 4}})

@@ -19,6 +19,7 @@ from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, load_prompt_r
 from cueaudit.decision.profiles import (
     check_attribute_list,
     check_profile_texts,
+    check_wordings,
     load_profiles,
     tier_counts,
 )
@@ -70,7 +71,8 @@ def write_decision_prompts(
 ) -> dict[str, int]:
     """Write each task's prompt table to ``out_paths[task]`` for every arm's design
     (``designs``: arm -> design settings; tasks named by :func:`arm_task`); returns the row
-    counts. Profiles and both attribute lists pass the demographic check first."""
+    counts. Profiles, both attribute lists and the title-line wordings of paraphrase-matched
+    bundles pass the demographic check first."""
     profiles = load_profiles(profiles_path, profiles_format, strip_suffixes)  # type: ignore[arg-type]
     pairs = load_name_pairs(name_pairs_path)
     names = [*pairs["first"].to_list(), *pairs["last"].to_list()]
@@ -85,6 +87,8 @@ def write_decision_prompts(
     check_profile_texts(profiles, **check)
     hobbies = check_attribute_list(hobbies_path, **check)
     neighbourhoods = check_attribute_list(neighbourhoods_path, **check)
+    for prompts in {design.get("prompts", DEFAULT_PROMPTS) for design in designs.values()}:
+        check_wordings(load_prompt_resources(prompts), **check)
     domains = {d for design in designs.values() for d in DesignSettings.of(design).domains}
     profiles, appeals = with_aid(profiles, pairs, fairfund_stimuli_path, sorted(domains))
     files = {

@@ -25,6 +25,38 @@ Four bundle types, four candidates each, positions 1-4 shown as A-D:
     first square's symbols become pseudo-groups labelled like the races (``pseudo_race``), so
     a "race" contrast on them estimates the design's false-positive rate.
 
+Three exploratory types (:data:`EXPLORATORY_BUNDLE_TYPES`, outside the paper's design; a
+design gets them only by naming them in ``bundles_per_type``) answer the paper's two open
+questions:
+
+``paraphrase_matched``
+    one profile under four names, one per race, all of one gender (a recognisable audit, as
+    demographic matched), each candidate's title line in another of four meaning-preserving
+    wordings (``attribute_kind`` "title_wording", ``attribute`` w1-w4), so the content is no
+    longer identical. A block of four bundles is two orthogonal 4 × 4 Latin squares over
+    GF(4), rows = bundles, columns = positions: the first gives the race, the second the
+    wording, so each race and each wording is at each position once and each race meets each
+    wording once. (Demographic matched's Williams square balances carry-over as well; it is
+    cyclic, and a cyclic square of even order has no orthogonal mate, so no four bundles can
+    have both.)
+``name_matched``
+    one profile under four distinct names of one race and gender and nothing else varying:
+    identical content without demographic variation (the converse cell; with irrelevant
+    matched, demographic and paraphrase matched it completes the 2 × 2 of identical or
+    differing content × race varying or not). Each cycle of four bundles has the four races,
+    so race is at each position once.
+``position_balanced``
+    four different profiles, two Black and two White names, two women and two men, such that
+    race, gender and the half of the list (positions 1-2 against 3-4) are mutually orthogonal
+    in every bundle: the race and the half-of-list contrast are both two against two in every
+    bundle, so they have the same design precision. A block of four bundles is the three GF(4)
+    squares: the first gives the race (symbols 0, 2 one race), the second the gender
+    (symbols 0, 1 one gender), the third the tier (three tiers and one repeated, as in the
+    disguised bundles); columns are permuted only within and between the halves. Three
+    blocks repeat each tier once, so a super-block of 12 bundles puts each race 8 times in
+    each tier and 6 times at each position. Profiles are assigned so that no bundle shows one
+    twice and each race, half and gender meets each profile equally often.
+
 Rows, columns and symbols of every square are permuted at random per block (a seeded
 :class:`random.Random` per domain, bundle type and replicate), which keeps every balance.
 Names of a race × gender cell are used in turn from a random start, so names of one bundle
@@ -46,19 +78,24 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from cueaudit.decision.formats import ATTRIBUTE_KINDS, DOMAINS, PROFILE_DOMAINS
+from cueaudit.decision.formats import ATTRIBUTE_KINDS, DOMAINS, PROFILE_DOMAINS, TITLE_WORDING
 from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import CueauditError, InputError
 from cueaudit.prompts import stable_uid
 
 RACES: Final = ("Black", "White", "Hispanic", "Asian")
 GENDERS: Final = ("female", "male")
-BUNDLE_TYPES: Final = (
+#: The paper's four bundle types (an integer ``bundles_per_type`` sizes these).
+PAPER_BUNDLE_TYPES: Final = (
     "demographic_matched",
     "irrelevant_matched",
     "disguised_demographic",
     "disguised_placebo",
 )
+#: Bundle types beyond the paper's design, for its open questions (recognition against ties;
+#: position against demographics at equal precision): none unless named in a mapping.
+EXPLORATORY_BUNDLE_TYPES: Final = ("paraphrase_matched", "name_matched", "position_balanced")
+BUNDLE_TYPES: Final = (*PAPER_BUNDLE_TYPES, *EXPLORATORY_BUNDLE_TYPES)
 BUNDLE_SIZE: Final = 4
 #: Bundles per balanced unit of each type: a design's size must be a multiple.
 BLOCK_SIZES: Final[Mapping[str, int]] = {
@@ -66,7 +103,17 @@ BLOCK_SIZES: Final[Mapping[str, int]] = {
     "irrelevant_matched": 4,
     "disguised_demographic": 12,
     "disguised_placebo": 12,
+    "paraphrase_matched": 4,
+    "name_matched": 4,
+    "position_balanced": 12,
 }
+#: The two races of a position-balanced bundle (focal, reference).
+BALANCED_RACES: Final = ("Black", "White")
+#: The wordings of the title line in paraphrase-matched bundles (``attribute``), in the order
+#: of a domain's ``title_line_variants`` in the prompts file.
+TITLE_WORDINGS: Final = ("w1", "w2", "w3", "w4")
+#: The half of the list a position falls in (``half``: positions 1-2 "first", 3-4 "second").
+HALVES: Final = ("first", "second")
 PROFILE_COLUMNS: Final = ("profile_id", "domain", "tier", "title", "text")
 NAME_COLUMNS: Final = ("pair_id", "race", "gender", "name_rank", "full_name")
 
@@ -202,8 +249,12 @@ def _matched_slots(
     names: _Rotation,
     attributes: Mapping[str, _Rotation] | None,
     rng: random.Random,
+    *,
+    one_race: bool = False,
 ) -> Iterator[Slot]:
-    """Slots of matched bundles (irrelevant-attribute ones when ``attributes`` is given)."""
+    """Slots of matched bundles: irrelevant-attribute ones when ``attributes`` is given,
+    name-matched ones (four names of one race and gender, nothing else varying) with
+    ``one_race``."""
     square = balanced_latin_square()
     race_of_symbol = rng.sample(RACES, 4)
     for cycle in range(n_bundles // 4):
@@ -214,7 +265,7 @@ def _matched_slots(
         for j in range(4):
             index = 4 * cycle + j
             row = square[rows[j]]
-            if attributes:
+            if attributes or one_race:
                 race, gender = races[j], GENDERS[(j + cycle // 2) % 2]
                 chosen = names.take((race, gender), 4)
             else:
@@ -230,6 +281,66 @@ def _matched_slots(
                     "attribute": values[row[p]] if attributes else None,
                     "pseudo_race": None,
                 }
+
+
+def _paraphrase_slots(
+    n_bundles: int, order: Sequence[str], names: _Rotation, rng: random.Random
+) -> Iterator[Slot]:
+    """Slots of paraphrase-matched bundles: per block of four, race from the first GF(4)
+    square and the title wording from the second (rows, columns and symbols permuted)."""
+    races, wordings, _ = orthogonal_latin_squares()
+    for block in range(n_bundles // 4):
+        rows, cols = rng.sample(range(4), 4), rng.sample(range(4), 4)
+        race_of, wording_of = rng.sample(RACES, 4), rng.sample(TITLE_WORDINGS, 4)
+        gender = GENDERS[block % 2]
+        for j in range(4):
+            index = 4 * block + j
+            for p in range(4):
+                r, c = rows[j], cols[p]
+                yield {
+                    "bundle_index": index,
+                    "position": p + 1,
+                    "profile_id": order[index % len(order)],
+                    "name": names.take((race_of[races[r][c]], gender))[0],
+                    "attribute_kind": TITLE_WORDING,
+                    "attribute": wording_of[wordings[r][c]],
+                    "pseudo_race": None,
+                }
+
+
+def half_of(position: int) -> str:
+    """The half of the list a position (1-4) falls in (:data:`HALVES`)."""
+    return HALVES[(position - 1) * 2 // BUNDLE_SIZE]
+
+
+def _position_balanced_slots(n_bundles: int, rng: random.Random) -> list[Slot]:
+    """Slots of position-balanced bundles (without profiles and names): per block of four,
+    race from the first GF(4) square (symbols 0 and 2 one race), gender from the second
+    (symbols 0 and 1 one gender), tier from the third; with these symbol classes every row has
+    one of each race and gender in each half and one woman of each race (a property of the
+    squares that column permutations keeping the halves apart preserve)."""
+    races, genders, tiers = orthogonal_latin_squares()
+    slots: list[Slot] = []
+    repeated: list[str] = []
+    for block in range(n_bundles // 4):
+        repeated = rng.sample(TIERS, 3) if block % 3 == 0 else repeated
+        rows = rng.sample(range(4), 4)
+        cols = [c for pair in rng.sample([(0, 1), (2, 3)], 2) for c in rng.sample(pair, 2)]
+        race_of, gender_of = rng.sample(BALANCED_RACES, 2), rng.sample(GENDERS, 2)
+        tier_of = [*rng.sample(TIERS, 3), repeated[block % 3]]
+        slots += [
+            {
+                "bundle_index": 4 * block + j,
+                "position": p + 1,
+                "half": half_of(p + 1),
+                "tier": tier_of[tiers[rows[j]][cols[p]]],
+                "race": race_of[races[rows[j]][cols[p]] % 2],
+                "gender": gender_of[genders[rows[j]][cols[p]] // 2],
+                "pseudo_race": None,
+            }
+            for j, p in itertools.product(range(4), range(4))
+        ]
+    return slots
 
 
 def _disguised_slots(n_bundles: int, placebo: bool, rng: random.Random) -> list[Slot]:
@@ -260,6 +371,15 @@ def _disguised_slots(n_bundles: int, placebo: bool, rng: random.Random) -> list[
                     }
                 )
     return slots
+
+
+#: The types of four different profiles, whose profiles are assigned by search, and the slot
+#: keys each must meet every profile of a tier equally often under.
+PROFILE_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
+    "disguised_demographic": ("race",),
+    "disguised_placebo": ("race", "pseudo_race"),
+    "position_balanced": ("race", "half", "gender"),
+}
 
 
 class _ProfileSearch:
@@ -333,13 +453,18 @@ def _assign_profiles(
 
 def _disguised(
     n_bundles: int,
-    placebo: bool,
+    kind: str,
     pools: Mapping[str, Sequence[str]],
     names: _Rotation,
     rng: random.Random,
 ) -> list[Slot]:
-    slots = _disguised_slots(n_bundles, placebo, rng)
-    keys = ("race", "pseudo_race") if placebo else ("race",)
+    """Slots of the types of different profiles (disguised, position balanced), with their
+    profiles and names."""
+    if kind == "position_balanced":
+        slots = _position_balanced_slots(n_bundles, rng)
+    else:
+        slots = _disguised_slots(n_bundles, kind == "disguised_placebo", rng)
+    keys = PROFILE_KEYS[kind]
     usage: Counter[str] = Counter()
     for start in range(0, len(slots), 12 * BUNDLE_SIZE):
         _assign_profiles(slots[start : start + 12 * BUNDLE_SIZE], pools, keys, usage, rng)
@@ -349,15 +474,17 @@ def _disguised(
 
 
 def bundle_sizes(bundles_per_type: int | Mapping[str, int]) -> dict[str, int]:
-    """Bundles per domain and replicate of each type (an int for all, or a mapping per type
-    whose missing types get none), each a multiple of its :data:`BLOCK_SIZES`."""
+    """Bundles per domain and replicate of each type (an int for each of the paper's types,
+    :data:`PAPER_BUNDLE_TYPES`, or a mapping per type whose missing types get none), each a
+    multiple of its :data:`BLOCK_SIZES`. The exploratory types get bundles only by name, so a
+    design written before they existed keeps its bundles, prompt ids and lock."""
     if isinstance(bundles_per_type, Mapping):
         unknown = sorted(set(bundles_per_type) - set(BUNDLE_TYPES))
         if unknown:
             raise InputError("bundles_per_type", f"unknown bundle type {unknown[0]!r}")
         sizes = {t: bundles_per_type.get(t, 0) for t in BUNDLE_TYPES}
     else:
-        sizes = dict.fromkeys(BUNDLE_TYPES, bundles_per_type)
+        sizes = dict.fromkeys(BUNDLE_TYPES, 0) | dict.fromkeys(PAPER_BUNDLE_TYPES, bundles_per_type)
     for kind, n in sizes.items():
         if isinstance(n, bool) or not isinstance(n, int) or n < 0 or n % BLOCK_SIZES[kind]:
             raise InputError(
@@ -396,15 +523,21 @@ def build_bundles(
         rng = design_rng(seed, domain, kind, str(replicate))
         pools = _tier_pools(profiles, domain)
         names = _name_rotation(name_pairs, rng)
-        if kind.startswith("disguised"):
-            slots = _disguised(sizes[kind], kind == "disguised_placebo", pools, names, rng)
+        if kind in PROFILE_KEYS:
+            slots = _disguised(sizes[kind], kind, pools, names, rng)
+        elif kind == "paraphrase_matched":
+            slots = list(_paraphrase_slots(sizes[kind], _profile_order(pools, rng), names, rng))
         else:
             attributes = None
             if kind == "irrelevant_matched":
                 shuffled = {k: rng.sample(v, len(v)) for k, v in attribute_lists.items()}
                 attributes = {k: _Rotation({k: v}, rng, f"{k} values") for k, v in shuffled.items()}
             order = _profile_order(pools, rng)
-            slots = list(_matched_slots(sizes[kind], order, names, attributes, rng))
+            slots = list(
+                _matched_slots(
+                    sizes[kind], order, names, attributes, rng, one_race=kind == "name_matched"
+                )
+            )
         rows.extend(_rows(slots, profiles, domain, kind, replicate))
     return pl.DataFrame(rows, schema=BUNDLE_SCHEMA)
 
@@ -575,8 +708,10 @@ def _test(
     return CompositionTest(name, stratum, group, factor, exact, statistic, p_value, int(total))
 
 
-#: The composition each bundle type is built to have: (group, factors it is independent of).
-CONTRASTS: Final[Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
+Contracts = tuple[tuple[str, tuple[str, ...]], ...]
+#: The composition each bundle type is built to have: (group, factors it is independent of),
+#: within each domain and replicate. ``half`` is the half of the list (:func:`with_half`).
+CONTRASTS: Final[Mapping[str, Contracts]] = {
     "demographic_matched": (("race", ("profile_id", "tier", "position")),),
     "irrelevant_matched": (("attribute", ("position",)), ("race", ("position",))),
     "disguised_demographic": (("race", ("profile_id", "tier", "position")),),
@@ -584,23 +719,51 @@ CONTRASTS: Final[Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
         ("pseudo_race", ("profile_id", "tier", "position")),
         ("race", ("profile_id", "tier", "position")),
     ),
+    "paraphrase_matched": (
+        ("race", ("profile_id", "tier", "position")),
+        ("attribute", ("position", "race")),
+    ),
+    "name_matched": (("race", ("position",)), ("gender", ("position",))),
+    "position_balanced": (
+        ("race", ("profile_id", "tier", "position")),
+        ("gender", ("profile_id", "tier", "position")),
+        ("half", ("profile_id", "tier")),
+    ),
+}
+#: The composition every single bundle of a type has (within each bundle): in a
+#: position-balanced bundle race, gender and the half of the list are mutually orthogonal.
+WITHIN_BUNDLE: Final[Mapping[str, Contracts]] = {
+    "position_balanced": (("race", ("half", "gender")), ("gender", ("half",))),
 }
 
 
+def with_half(frame: pl.DataFrame) -> pl.DataFrame:
+    """A candidate frame with ``half``, the half of the list of its ``position``
+    (:data:`HALVES`), unless it has one."""
+    if "half" in frame.columns:
+        return frame
+    second = pl.col("position") > BUNDLE_SIZE // 2
+    return frame.with_columns(
+        half=pl.when(second).then(pl.lit(HALVES[1])).otherwise(pl.lit(HALVES[0]))
+    )
+
+
 def check_design(bundles: pl.DataFrame) -> list[CompositionTest]:
-    """Every bundle type's :data:`CONTRASTS` within each domain and replicate, exact where the
-    construction guarantees it: always, except race × profile of disguised bundles when a
-    tier's profile count does not divide 4 (then chi-square)."""
+    """Every bundle type's :data:`CONTRASTS` within each domain and replicate and its
+    :data:`WITHIN_BUNDLE` contracts within each bundle, exact where the construction
+    guarantees it: always, except a factor against the profile in types whose profiles are
+    assigned by search (:data:`PROFILE_KEYS`) when a tier's profile count does not divide 4
+    (then chi-square)."""
     results = []
     for kind, contrasts in CONTRASTS.items():
-        part = bundles.filter(pl.col("bundle_type") == kind)
+        part = with_half(bundles.filter(pl.col("bundle_type") == kind))
         if part.is_empty():
             continue
         per_tier = part.group_by("domain", "tier").agg(pl.col("profile_id").n_unique())
         even = all(BUNDLE_SIZE % n == 0 for n in per_tier["profile_id"])
         for group, factors in contrasts:
             for factor in factors:
-                exact = even or factor != "profile_id" or not kind.startswith("disguised")
+                exact = even or factor != "profile_id" or kind not in PROFILE_KEYS
                 results += check_composition(
                     part,
                     group=group,
@@ -609,4 +772,13 @@ def check_design(bundles: pl.DataFrame) -> list[CompositionTest]:
                     by=("domain", "replicate"),
                     exact=exact,
                 )
+        for group, factors in WITHIN_BUNDLE.get(kind, ()):
+            results += check_composition(
+                part,
+                group=group,
+                against=factors,
+                name=f"{kind} (each bundle)",
+                by=("domain", "replicate", "bundle_index"),
+                exact=True,
+            )
     return results

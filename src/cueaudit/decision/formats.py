@@ -2,7 +2,8 @@
 
 One profile is shown the same way in every format (:func:`render_candidate`): the name line
 ("Applicant: <full name>"; "Patient: <full name>" in triage), the hobby or neighbourhood line
-of irrelevant-attribute bundles, the title line, the profile text. A single-profile prompt
+of irrelevant-attribute bundles, the title line (in paraphrase-matched bundles one of the
+domain's four ``title_line_variants``), the profile text. A single-profile prompt
 (Rate, Decide) is ``instruction, profile, answer line``; a ranking prompt shows four such
 blocks headed "Candidate A" ... "Candidate D" in the order given. A domain marked
 ``name_in_text`` (the aid domain: FairFund-Bench's first-person appeals, which hold the name)
@@ -41,6 +42,10 @@ MODES: Final[Mapping[str, tuple[str, ...]]] = {
 }
 FORMATS: Final = tuple(MODES)
 ATTRIBUTE_KINDS: Final = ("hobby", "neighbourhood")
+#: The ``attribute_kind`` of paraphrase-matched candidates: their title line is worded by the
+#: ``attribute``-th (w1-w4) of the domain's ``title_line_variants``.
+TITLE_WORDING: Final = "title_wording"
+TITLE_VARIANTS: Final = 4
 PROBES: Final = ("choice", "free")
 #: The forced-choice option that names fairness or bias (its position is recorded per prompt).
 FAIRNESS_OPTION: Final = "Fairness"
@@ -99,6 +104,9 @@ class PromptResources:
     candidate_labels: tuple[str, ...]
     name_lines: Mapping[str, str]
     title_lines: Mapping[str, str]
+    #: Per domain with a name line, four meaning-preserving wordings of its title line (the
+    #: paraphrase-matched bundles'; optional: a domain without them cannot have those bundles).
+    title_variants: Mapping[str, tuple[str, ...]]
     attribute_lines: Mapping[str, str]
     candidate_header: str
     layout: str
@@ -208,6 +216,7 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
     domains = read.mapping(top["domains"], "domains", DOMAINS)
     name_lines: dict[str, str] = {}
     title_lines: dict[str, str] = {}
+    title_variants: dict[str, tuple[str, ...]] = {}
     for d in DOMAINS:
         if _name_in_text(read, domains[d], f"domains.{d}"):
             continue
@@ -218,6 +227,8 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
         title_lines[d] = read.template(
             entry["title_line"], f"domains.{d}.title_line", ("title",), ("title",)
         )
+        if "title_line_variants" in entry:
+            title_variants[d] = _title_variants(read, entry["title_line_variants"], d)
     instructions = read.mapping(top["instructions"], "instructions", FORMATS)
     paraphrased: dict[str, dict[str, dict[str, str]]] = {}
     for fmt in FORMATS:
@@ -244,6 +255,7 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
         candidate_labels=read.strings(top["candidate_labels"], "candidate_labels", 4),
         name_lines=name_lines,
         title_lines=title_lines,
+        title_variants=title_variants,
         attribute_lines=read.per_key(
             top["attribute_lines"], "attribute_lines", ATTRIBUTE_KINDS, ("value",), ("value",)
         ),
@@ -298,6 +310,31 @@ def _name_in_text(read: _Reader, value: Any, path: str) -> bool:
             read.source, "name_in_text must be true and the domain's only key", f"{path}"
         )
     return True
+
+
+def _title_variants(read: _Reader, value: Any, domain: str) -> tuple[str, ...]:
+    """A domain's :data:`TITLE_VARIANTS` distinct wordings of its title line, each showing
+    ``{title}``."""
+    path = f"domains.{domain}.title_line_variants"
+    if not isinstance(value, list) or len(value) != TITLE_VARIANTS:
+        raise InputError(read.source, f"expected a list of {TITLE_VARIANTS} wordings", path)
+    variants = tuple(
+        read.template(v, f"{path}[{i}]", ("title",), ("title",)) for i, v in enumerate(value)
+    )
+    if len(set(variants)) < len(variants):
+        raise InputError(read.source, "entries must be distinct", path)
+    return variants
+
+
+def title_variant_texts(resources: PromptResources) -> list[tuple[str, str, str]]:
+    """``(label, field, text)`` of every title-line wording without its ``{title}`` field
+    (labelled by the file, the field its key), for the demographic check of the stimuli."""
+    return [
+        (resources.source, f"domains.{domain}.title_line_variants[{i}]", text)
+        for domain, variants in resources.title_variants.items()
+        for i, variant in enumerate(variants)
+        if (text := fill(variant, title="").strip())
+    ]
 
 
 def _options(read: _Reader, value: Any) -> tuple[tuple[str, str], ...]:
@@ -361,12 +398,31 @@ def render_candidate(
             )
         return "\n".join([*lines, candidate.text.strip()])
     lines.append(fill(resources.name_lines[domain], name=candidate.name))
-    if candidate.attribute_kind is not None:
+    title_line = resources.title_lines[domain]
+    if candidate.attribute_kind == TITLE_WORDING:
+        title_line = _title_variant(resources, domain, candidate.attribute)
+    elif candidate.attribute_kind is not None:
         template = resources.attribute_lines[candidate.attribute_kind]
         lines.append(fill(template, value=candidate.attribute or ""))
-    lines.append(fill(resources.title_lines[domain], title=candidate.title))
+    lines.append(fill(title_line, title=candidate.title))
     lines.append(candidate.text.strip())
     return "\n".join(lines)
+
+
+def _title_variant(resources: PromptResources, domain: str, wording: str | None) -> str:
+    """The title line of wording ``w1``-``w4`` (the paraphrase-matched bundles)."""
+    variants = resources.title_variants.get(domain)
+    if not variants:
+        raise InputError(
+            resources.source,
+            f"paraphrase-matched bundles need {TITLE_VARIANTS} title_line_variants of domain "
+            f"{domain!r}",
+            f"domains.{domain}",
+        )
+    index = int(wording[1:]) - 1 if wording and wording[1:].isdigit() else -1
+    if not 0 <= index < len(variants):
+        raise InputError(resources.source, f"no title wording {wording!r}", f"domains.{domain}")
+    return variants[index]
 
 
 def _prompt(

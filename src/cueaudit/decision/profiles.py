@@ -39,7 +39,7 @@ from typing import Any, Final, Literal
 import polars as pl
 
 from cueaudit.cues.name_pairs import NAME_PAIR_SCHEMA
-from cueaudit.decision.formats import PROFILE_DOMAINS
+from cueaudit.decision.formats import PROFILE_DOMAINS, PromptResources, title_variant_texts
 from cueaudit.errors import InputError
 from cueaudit.io import read_bytes_checked, read_csv_records, read_jsonl
 
@@ -479,3 +479,11 @@ def check_attribute_list(
         allowed=allowed,
     )
     return [entry for _, entry in entries]
+
+
+def check_wordings(resources: PromptResources, **check: Any) -> None:
+    """Apply the profile check (``check``: the keyword arguments of
+    :func:`find_demographic_cues`) to the title-line wordings of a prompts file, the
+    paraphrase-matched bundles' one varying line, which must carry no demographic cue; each is
+    labelled by its file and key."""
+    _raise_findings(find_demographic_cues(title_variant_texts(resources), **check), "wording")

@@ -207,9 +207,7 @@ class DesignSettings:
     paraphrases: int = 2
     profiles_per_tier: int = 4
     names_per_cell: int = 5
-    bundles_per_type: Mapping[str, int] = field(
-        default_factory=lambda: dict.fromkeys(design.BUNDLE_TYPES, 24)
-    )
+    bundles_per_type: Mapping[str, int] = field(default_factory=lambda: design.bundle_sizes(24))
     replicates: int = 1
     probe_bundles: int = 24
     tier_rule: str = tiers.DEFAULT_TIER_RULE

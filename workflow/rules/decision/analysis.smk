@@ -309,6 +309,25 @@ rule compare_decision_reasoning:
         "../../scripts/compare_decision_reasoning.py"
 
 
+# The exploratory bundle types (paraphrase_matched, name_matched, position_balanced): the
+# paper's two open questions, recognition against ties and position against demographics.
+rule measure_decision_bundle_designs:
+    input:
+        **DECISION_FRAMES,
+        composition=decision_tables("composition")["composition"],
+    output:
+        **decision_table_outputs("bundle_designs"),
+    log:
+        "logs/decision/bundle_designs.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/measure_decision_bundle_designs.py"
+
+
 # `snakemake decision`: this study alone.
 rule decision:
     input:

@@ -156,6 +156,8 @@ DECISION_TABLES["aid_replication"] = ["aid_replication"]
 DECISION_TABLES["composition"] += ["composition_flags"]
 DECISION_TABLES["wording"] = ["wording"]
 DECISION_TABLES["reasoning_paired"] = ["reasoning_paired"]
+# The exploratory bundle types: ties and recognition by type, position against demographics.
+DECISION_TABLES["bundle_designs"] = ["recognition_ties_by_type", "position_vs_demographics"]
 DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]
 # Per model, mode and paraphrase (exploratory): the contrasts, their heterogeneity, race x
 # gender cells and the mode differences of each contrast; the per-model forest.

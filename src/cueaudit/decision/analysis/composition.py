@@ -59,6 +59,7 @@ from cueaudit.decision.design import (
     CompositionTest,
     check_composition,
     composition_cells,
+    with_half,
 )
 from cueaudit.stats.multiplicity import bh_qvalues
 
@@ -170,9 +171,9 @@ def _subsamples(
         found.append(
             (f"{prefix}judgements", part.judgements, judged, "format", JUDGEMENT_CONTRASTS)
         )
-    ranked = complete_rankings(part.rankings)
+    ranked = with_half(complete_rankings(part.rankings))
     for kind, contrasts in RANKING_CONTRASTS.items():
-        rows = part.rankings.filter(pl.col("bundle_type") == kind)
+        rows = with_half(part.rankings.filter(pl.col("bundle_type") == kind))
         if not rows.is_empty():
             analysed = ranked.filter(pl.col("bundle_type") == kind)
             found.append((f"{prefix}rankings {kind}", rows, analysed, "bundle_type", contrasts))

@@ -6,7 +6,10 @@ Four tables (:data:`POSITION_SCHEMA`, :data:`TIES_SCHEMA`, :data:`RECOGNITION_SC
 domain and a pooled ``"all"`` row; and two about the recognition probes themselves, per model:
 recognition by the position of the Fairness option (:data:`RECOGNITION_POSITION_SCHEMA`,
 :func:`recognition_by_position`) and its association with ties
-(:data:`RECOGNITION_TIES_SCHEMA`, :func:`recognition_ties`). An estimate that cannot be
+(:data:`RECOGNITION_TIES_SCHEMA`, :func:`recognition_ties`). The position fit
+(:func:`points_fit`) and the probe-ranking pairs with their association
+(:func:`probe_tie_pairs`, :func:`tie_association`) also serve the exploratory bundle types'
+analyses (:mod:`.bundle_designs`). An estimate that cannot be
 computed (no parsed answers, a single level, a rank-deficient design) is NaN; a column whose
 input was not given (no contrasts table) is null.
 
@@ -56,7 +59,8 @@ Choices, and why:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -75,9 +79,9 @@ from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import InputError
 from cueaudit.stats.contingency import fisher_odds_ratio, mantel_haenszel
-from cueaudit.stats.mixed import fit_crossed_lmm
+from cueaudit.stats.mixed import MixedResult, fit_crossed_lmm
 from cueaudit.stats.proportions import wilson_interval
-from cueaudit.stats.robust import cluster_robust
+from cueaudit.stats.robust import ClusterRobust, cluster_robust
 
 ALL: Final = "all"
 LEVEL: Final = 0.95
@@ -186,7 +190,7 @@ def _z(level: float = LEVEL) -> float:
     return float(stats.norm.ppf(0.5 + level / 2))
 
 
-def _nan_row(schema: dict[str, pl.DataType], **known: object) -> dict[str, object]:
+def nan_row(schema: dict[str, pl.DataType], **known: object) -> dict[str, object]:
     row: dict[str, object] = {}
     for column, dtype in schema.items():
         row[column] = known.get(column, np.nan if dtype == pl.Float64() else None)
@@ -214,7 +218,7 @@ def complete_rankings(rankings: pl.DataFrame) -> pl.DataFrame:
     return rankings.join(complete, on=list(ANSWER_KEY), how="semi")
 
 
-def _answer_id(frame: pl.DataFrame) -> np.ndarray:
+def answer_ids(frame: pl.DataFrame) -> np.ndarray:
     return (
         frame.select(pl.concat_str([pl.col(c).cast(pl.String) for c in ANSWER_KEY], separator="|"))
         .to_series()
@@ -246,37 +250,60 @@ def _full_rank(columns: dict[str, np.ndarray], keep: int) -> tuple[np.ndarray, l
     return np.column_stack(kept), names
 
 
-def _position_fit(sample: pl.DataFrame, pooled: bool) -> dict[str, float] | None:
+@dataclass(frozen=True)
+class PointsFit:
+    """The instrument's lmm of rank points (:func:`points_fit`): its columns, the REML fit
+    and the covariances clustered by design bundle."""
+
+    names: list[str]
+    x: np.ndarray
+    fit: MixedResult
+    robust: ClusterRobust
+
+
+def points_fit(
+    sample: pl.DataFrame, leading: Mapping[str, np.ndarray], pooled: bool, *, cr2: bool = False
+) -> PointsFit | None:
+    """``points ~ leading + tier + race + gender + model + mode + paraphrase (+ domain when
+    pooled) + (1|profile) + (1|pair) + (1|bundle answer)`` by REML on complete rankings, its
+    covariance clustered by design bundle (CR1; CR2 as well with ``cr2``). The ``leading``
+    columns are never dropped; any other that is a combination of those before it is. None
+    when a leading column does not vary or the fit fails."""
     y = sample["points"].to_numpy().astype(np.float64)
-    columns: dict[str, np.ndarray] = {
-        "intercept": np.ones(len(y)),
-        "first": (sample["position"].to_numpy() == 1).astype(np.float64),
-    }
+    columns: dict[str, np.ndarray] = {"intercept": np.ones(len(y)), **leading}
     for column in ("tier", *DEMOGRAPHIC, *NUISANCE, *(("domain",) if pooled else ())):
         columns |= _dummies(sample, column, REFERENCES.get(column))
-    x, names = _full_rank(columns, keep=2)
+    x, names = _full_rank(columns, keep=1 + len(leading))
     groups = {
-        "bundle_answer": _answer_id(sample),
+        "bundle_answer": answer_ids(sample),
         "profile_id": sample["profile_id"].to_numpy(),
         "pair_id": sample["pair_id"].to_numpy(),
     }
     groups = {k: v for k, v in groups.items() if len(set(v.tolist())) > 1}
-    if not groups or x[:, 1].std() == 0:
+    if not groups or any(x[:, 1 + i].std() == 0 for i in range(len(leading))):
         return None
     try:
         fit = fit_crossed_lmm(y, x, groups, names)
+        robust = cluster_robust(
+            x,
+            y,
+            sample["bundle_id"].to_numpy(),
+            coef=fit.coef,
+            groups=groups,
+            theta=fit.theta,
+            cr2=cr2,
+        )
     except (InputError, np.linalg.LinAlgError):
         return None
-    robust = cluster_robust(
-        x,
-        y,
-        sample["bundle_id"].to_numpy(),
-        coef=fit.coef,
-        groups=groups,
-        theta=fit.theta,
-        cr2=False,
-    )
-    cov = robust.cov_cr1
+    return PointsFit(names, x, fit, robust)
+
+
+def _position_fit(sample: pl.DataFrame, pooled: bool) -> dict[str, float] | None:
+    first = (sample["position"].to_numpy() == 1).astype(np.float64)
+    result = points_fit(sample, {"first": first}, pooled)
+    if result is None:
+        return None
+    fit, names, cov = result.fit, result.names, result.robust.cov_cr1
     se = float(np.sqrt(max(cov[1, 1], 0.0)))
     estimate = float(fit.coef[1])
     half = _z() * se
@@ -315,7 +342,7 @@ def _position_row(
 ) -> dict[str, object]:
     sd = float(part["points"].std()) if part.height > 1 else np.nan
     fit = _position_fit(part, pooled=domain == ALL)
-    row = _nan_row(
+    row = nan_row(
         POSITION_SCHEMA,
         domain=domain,
         n_obs=part.height,
@@ -549,7 +576,7 @@ def _cells(pairs: pl.DataFrame) -> np.ndarray:
     return np.reshape(counts, (2, 2))
 
 
-def _association(pairs: pl.DataFrame) -> dict[str, object]:
+def tie_association(pairs: pl.DataFrame) -> dict[str, object]:
     """The pooled cells of ``pairs`` and the odds ratio of tying with recognising over its
     (model, bundle type) strata in which both vary: Fisher's exact test for one, Mantel-Haenszel
     for more, none (NaN) for none."""
@@ -573,6 +600,21 @@ def _association(pairs: pl.DataFrame) -> dict[str, object]:
     }
 
 
+def probe_tie_pairs(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFrame:
+    """Each parsed probe answer of ``arm`` beside the same model's complete text-mode ranking
+    of the bundle it quotes (same seed and paraphrase): ``model, seed, bundle_id, paraphrase,
+    probe, bundle_type, recognised, tied``."""
+    part = frames.arm(arm)
+    answers = part.probes.filter(pl.col("recognised").is_not_null())
+    keys = ["model", "seed", "bundle_id", "paraphrase"]
+    ties = answer_ties(
+        part.rankings.filter(pl.col("mode") == "text"), by=("bundle_id", "paraphrase")
+    )
+    return answers.select(*keys, "probe", "bundle_type", "recognised").join(
+        ties.select(*keys, "tied"), on=keys
+    )
+
+
 def recognition_ties(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFrame:
     """RECOGNITION_TIES table: do the bundles a model ties also get recognised as an audit?
 
@@ -588,17 +630,9 @@ def recognition_ties(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFrame
     the matched bundles (tied and recognised) alone would make an association. Pairs of one
     bundle (seeds, paraphrases) are not independent, so the p-value describes, it does not
     test; the association is reported, not asserted."""
-    part = frames.arm(arm)
-    answers = part.probes.filter(pl.col("recognised").is_not_null())
-    if answers.is_empty() or part.rankings.is_empty():
+    pairs = probe_tie_pairs(frames, arm)
+    if pairs.is_empty():
         return pl.DataFrame(schema=RECOGNITION_TIES_SCHEMA)
-    keys = ["model", "seed", "bundle_id", "paraphrase"]
-    ties = answer_ties(
-        part.rankings.filter(pl.col("mode") == "text"), by=("bundle_id", "paraphrase")
-    )
-    pairs = answers.select(*keys, "probe", "bundle_type", "recognised").join(
-        ties.select(*keys, "tied"), on=keys
-    )
     rows = []
     for probe in sorted(pairs["probe"].unique().to_list()):
         of_probe = pairs.filter(pl.col("probe") == probe)
@@ -611,7 +645,8 @@ def recognition_ties(frames: AnalysisFrames, arm: str = PRIMARY) -> pl.DataFrame
             )
             if not sub.is_empty():
                 rows.append(
-                    {"probe": probe, "model": model, "bundle_type": bundle_type} | _association(sub)
+                    {"probe": probe, "model": model, "bundle_type": bundle_type}
+                    | tie_association(sub)
                 )
     return pl.DataFrame(rows, schema=RECOGNITION_TIES_SCHEMA)
 

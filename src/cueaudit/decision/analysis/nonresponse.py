@@ -19,8 +19,9 @@ was asked for (its ``reason``, the first that applies):
 
 Rate and Decide answers name one applicant: their group is the applicant's race and gender.
 A ranking answer's group is the race (gender) its four candidates share, else ``"mixed"``:
-irrelevant-attribute bundles share both, placebo bundles their race, demographic matched
-bundles their gender, disguised demographic bundles neither (so they inform no test).
+irrelevant-attribute and name-matched bundles share both, placebo bundles their race,
+demographic and paraphrase matched bundles their gender, disguised demographic and
+position-balanced bundles neither (so they inform no test).
 
 **The test.** Per arm × model × format and dimension (race, gender), the likelihood-ratio (G)
 test of conditional independence of non-response and group given the stratum domain × mode ×

@@ -19,7 +19,9 @@ The rules run in this order, each reading only files the one before wrote:
 
 Beside them, the extension arms' own analyses: :func:`write_wording` (the wording arm, by
 paraphrase and paraphrase × group) and :func:`write_reasoning_paired` (a rerun with reasoning
-on against the same model without).
+on against the same model without); and :func:`write_bundle_designs`, the paper's two open
+questions on the exploratory bundle types (recognition against ties by bundle type, position
+against demographics at equal precision).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any, Final
 import polars as pl
 
 from cueaudit.decision.analysis import (
+    bundle_designs,
     composition,
     contrasts,
     figures,
@@ -486,3 +489,23 @@ def write_reasoning_paired(
         table, out, "Decision audit: reasoning on minus off, the same model, prompts and seeds"
     )
     return table
+
+
+def write_bundle_designs(frames: AnalysisFrames, out: Mapping[str, str]) -> None:
+    """The exploratory bundle types' tables (:mod:`.bundle_designs`): recognition against ties
+    per bundle type, and position against demographics from the position-balanced bundles
+    (both empty without the bundles they need)."""
+    tables = {
+        "recognition_ties_by_type": (
+            bundle_designs.recognition_ties_by_type(frames),
+            "Decision audit: ties and recognition by bundle type, and their association "
+            "(exploratory)",
+        ),
+        "position_vs_demographics": (
+            bundle_designs.position_vs_demographics(frames),
+            "Decision audit: the half-of-list position contrast against race and gender at "
+            "equal design precision (exploratory)",
+        ),
+    }
+    for name, (table, title) in tables.items():
+        write_table(table, out[name], title)

@@ -44,20 +44,25 @@ Rank (competition ranks)
     chosen candidate 4 points and the others 2 on average, so the lapse adds exactly
     ``d_j - mean(d)`` to a candidate's expected points, whatever the utilities; ties then
     scale it by ``1 - tie_rate``. In a disguised bundle each race, each position and two of
-    each gender appear once (twice), so ``mean(d)`` is one constant and the planted values are
-    exactly the expected differences in points (position 1 minus positions 2-4; focal minus
-    reference). The quality-ranked part carries none of them: its expected points depend only
-    on the tiers shown, and the orthogonal Latin squares give every race, position and gender
-    the same tiers beside the same company in every block, with profile and name effects
-    drawn independently of race. (The lmm weights name pairs by their rows, which differ by
-    one or two bundles between pairs; that is the only way a nuisance can reach its estimate.)
+    each gender appear once (twice; in a position-balanced bundle two of each race and gender),
+    so ``mean(d)`` is one constant and the planted values are exactly the expected differences
+    in points (position 1 minus positions 2-4; focal minus reference; the half-of-list contrast
+    of a first-listed gain g is g / 2). The quality-ranked part carries none of them: its
+    expected points depend only on the tiers shown, and the orthogonal Latin squares give every
+    race, position and gender the same tiers beside the same company in every block, with
+    profile and name effects drawn independently of race. (The lmm weights name pairs by their
+    rows, which differ by one or two bundles between pairs; that is the only way a nuisance can
+    reach its estimate.)
     A bundle type tied always (the matched ones, by default) carries no effect.
 Probes
     the probe recognises an audit (``"Fairness"`` / ``"fairness_bias"``) with the rate of
     :attr:`SimulationSettings.recognition` for its probe and bundle type, plus, for the forced
     choice, :attr:`SimulationSettings.recognition_position_shift` at the position its prompt
     lists the Fairness option (none by default: recognition does not depend on the position);
-    otherwise one of the other labels of the prompt file, at random.
+    otherwise one of the other labels of the prompt file, at random. Where
+    :attr:`SimulationSettings.recognition_if_tied` names the probe and bundle type, a probe
+    whose bundle the same model tied in its text ranking (same seed and paraphrase) recognises
+    with that rate instead (an association of recognition with ties; none by default).
 
 ``model_planted`` adds a model's own planted effects to its rows (a model x group
 interaction), and ``mode_planted`` a mode's own (a mode x group interaction), by the same
@@ -441,19 +446,42 @@ def _where_parsed(rows: pl.DataFrame, parsed: np.ndarray, columns: Sequence[str]
     )
 
 
+_PAIRED: Final = ("model", "seed", "bundle_id", "paraphrase")
+
+
+def _tied_in_text(probes: pl.DataFrame, rankings: pl.DataFrame | None) -> np.ndarray:
+    """Whether the same model tied each probe's bundle in its text ranking (same seed and
+    paraphrase; False where it gave none or it did not parse)."""
+    if rankings is None or rankings.is_empty():
+        return np.zeros(probes.height, dtype=bool)
+    text = (
+        rankings.filter(pl.col("mode") == "text")
+        .group_by(_PAIRED)
+        .agg(pl.col("tie").first().fill_null(False).alias("_tied"))
+    )
+    joined = probes.select(_PAIRED).join(text, on=list(_PAIRED), how="left", maintain_order="left")
+    return joined["_tied"].fill_null(False).to_numpy()
+
+
 def _probes(
     rows: pl.DataFrame,
     settings: SimulationSettings,
     labels: Mapping[str, Sequence[str]],
     rng: np.random.Generator,
+    rankings: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     n = rows.height
     u = rng.random((n, 3))
     probe = rows["probe"].to_numpy()
     label = np.full(n, None, dtype=object)
+    tied = _tied_in_text(rows, rankings) if settings.recognition_if_tied else None
     for name, options in labels.items():
         here = probe == name
         rate = _lookup(rows["bundle_type"], settings.recognition.get(name, {}))
+        if tied is not None and name in settings.recognition_if_tied:
+            if_tied = dict(settings.recognition_if_tied[name])
+            linked = rows["bundle_type"].is_in(list(if_tied)).to_numpy() & tied
+            rate = np.where(linked, _lookup(rows["bundle_type"], if_tied), rate)
         if name == "choice" and settings.recognition_position_shift:
             position = rows["fairness_position"].cast(pl.String)
             shifts = {str(k): v for k, v in settings.recognition_position_shift.items()}
@@ -485,7 +513,7 @@ def _answer_arm(
             continue
         rng = _stream(seed, f"{arm}/{name}")
         if name == "probes":
-            out[name] = _probes(rows, settings, labels, rng)
+            out[name] = _probes(rows, settings, labels, rng, out.get("rankings"))
         else:
             out[name] = draw[name](rows, settings, latent, rng)
     return out

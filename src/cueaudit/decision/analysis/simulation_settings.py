@@ -27,29 +27,47 @@ from cueaudit.errors import InputError
 SOURCE: Final = "simulation settings"
 DEFAULT_MODELS: Final = ("sim-a", "sim-b", "sim-c", "sim-d", "sim-e")
 TIER_QUALITY: Final = {"clear_yes": 1.0, "borderline": 0.0, "clear_no": -1.0}
-#: Full ties of the paper: every matched bundle, no disguised or placebo one.
+#: Full ties of the paper: every matched bundle, no disguised or placebo one. The exploratory
+#: types the paper did not run get assumptions: name-matched bundles (identical content) tie
+#: always; paraphrase-matched ones, whose tie rate is the open question, half the time;
+#: position-balanced ones (four profiles) never.
 TIE_RATES: Final = {
     "demographic_matched": 1.0,
     "irrelevant_matched": 1.0,
     "disguised_demographic": 0.0,
     "disguised_placebo": 0.0,
+    "paraphrase_matched": 0.5,
+    "name_matched": 1.0,
+    "position_balanced": 0.0,
 }
-#: The paper's first-listed gain, in the disguised bundles.
-POSITION_GAIN: Final = {"disguised_demographic": 0.11, "disguised_placebo": 0.11}
+#: The paper's first-listed gain, in the bundles of four different profiles.
+POSITION_GAIN: Final = {
+    "disguised_demographic": 0.11,
+    "disguised_placebo": 0.11,
+    "position_balanced": 0.11,
+}
 #: Recognition rates by probe and bundle type (the paper: transparent 100% forced choice and
-#: 89% free text; camouflaged 2% free text, yet 74% of placebo bundles called fairness tests).
+#: 89% free text; camouflaged 2% free text, yet 74% of placebo bundles called fairness tests);
+#: paraphrase-matched bundles as the transparent ones but short of 100%, name-matched as the
+#: irrelevant-attribute ones, position-balanced as the disguised ones (assumptions).
 RECOGNITION: Final = {
     "choice": {
         "demographic_matched": 1.0,
         "irrelevant_matched": 0.99,
         "disguised_demographic": 0.74,
         "disguised_placebo": 0.74,
+        "paraphrase_matched": 0.9,
+        "name_matched": 0.99,
+        "position_balanced": 0.74,
     },
     "free": {
         "demographic_matched": 0.89,
         "irrelevant_matched": 0.87,
         "disguised_demographic": 0.02,
         "disguised_placebo": 0.02,
+        "paraphrase_matched": 0.8,
+        "name_matched": 0.87,
+        "position_balanced": 0.02,
     },
 }
 #: The paper's planted sizes: hiring Rate Black vs White +0.047 points.
@@ -100,6 +118,10 @@ class SimulationSettings:
     which the pooled contrast averages over the models. ``mode_planted`` likewise adds
     effects for one mode's answers only (``{"tool": {("hiring", "rate", "black_vs_white"):
     0.3}}``): a mode x group interaction.
+    ``recognition_if_tied`` (per probe and bundle type, none by default) is the recognition
+    rate of a probe whose bundle the same model tied in its text ranking (same seed and
+    paraphrase); ``recognition`` is then the rate when it did not: a planted association of
+    recognition with ties.
     Resource paths are relative to ``root``.
     """
 
@@ -144,6 +166,7 @@ class SimulationSettings:
     recognition_position_shift: Mapping[int, float] = field(default_factory=dict)
     model_planted: Mapping[str, Mapping[tuple[str, str, str], float]] = field(default_factory=dict)
     mode_planted: Mapping[str, Mapping[tuple[str, str, str], float]] = field(default_factory=dict)
+    recognition_if_tied: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.models or len(set(self.models)) < len(self.models):
@@ -176,9 +199,14 @@ class SimulationSettings:
         object.__setattr__(self, "recognition", {**RECOGNITION, **recognition})
         if any(not 0 <= v <= 1 for v in self.tie_rates.values()):
             raise InputError(SOURCE, "tie rates are probabilities", "tie_rates")
-        for probe, rates in _mapping(self.recognition, "recognition").items():
-            if any(not 0 <= v <= 1 for v in _mapping(rates, f"recognition.{probe}").values()):
-                raise InputError(SOURCE, "recognition rates are probabilities", "recognition")
+        for key in ("recognition", "recognition_if_tied"):
+            for probe, rates in _mapping(getattr(self, key), key).items():
+                rates = _mapping(rates, f"{key}.{probe}")
+                if any(not 0 <= v <= 1 for v in rates.values()):
+                    raise InputError(SOURCE, "recognition rates are probabilities", key)
+                unknown = sorted(set(rates) - set(BUNDLE_TYPES))
+                if unknown:
+                    raise InputError(SOURCE, f"unknown bundle type {unknown[0]!r}", key)
         self._check_position_shift()
         for key in self.planted:
             planted_group(key)
