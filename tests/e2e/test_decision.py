@@ -43,6 +43,8 @@ ANALYSIS_TABLES = [
 ANALYSIS_TABLES += ["contrasts_by", "heterogeneity", "intersectional", "mode_differences"]
 # the extension arms' own analyses (empty here: the design has no extension)
 ANALYSIS_TABLES += ["composition_flags", "wording", "reasoning_paired"]
+# cue types beyond name pairs (empty here: the design shows name pairs only)
+ANALYSIS_TABLES += ["cue_contrasts", "cue_validity"]
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")
 #: FairFund-Bench's stimuli where the workspace keeps them (the paper config's aid arm).
 FAIRFUND = ROOT.parent / "shared/data/fairfund/stimuli.csv"

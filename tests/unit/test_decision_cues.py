@@ -29,7 +29,7 @@ from cueaudit.decision.analysis.cues import (
     deviations,
 )
 from cueaudit.decision.analysis.design_matrix import default_contrasts
-from cueaudit.decision.analysis.frames import AnalysisFrames
+from cueaudit.decision.analysis.frames import SCHEMAS, AnalysisFrames
 from cueaudit.decision.analysis.simulate import build_design, simulate
 from cueaudit.decision.analysis.simulation_settings import Extension, SimulationSettings
 from cueaudit.decision.cues import (
@@ -572,3 +572,44 @@ def test_cue_resources_come_only_for_the_cue_types_listed() -> None:
     assert cue_resources([HIRING], profiles) == CueResources(None, None)
     with pytest.raises(InputError, match="the first_name cue needs its names"):
         build_decision_prompts(*_resources(), {**HIRING, "cues": ["name_pair", "first_name"]})
+
+
+def test_a_cell_fitted_exactly_is_refused_with_its_reason() -> None:
+    """Four parsed first-name ratings that three coefficients fit exactly (the default run's
+    SmolLM2 gave such a cell) leave no residual variance: every contrast is NaN with the
+    reason, where the Satterthwaite test used to fail inside its deviance Hessian."""
+    shown = [
+        ("p5", "black/male/a", "Black", "male", 3.0),
+        ("p1", "black/female/b", "Black", "female", 1.0),
+        ("p1", "black/male/a", "Black", "male", 3.0),
+        ("p1", "white/female/c", "White", "female", 5.0),
+    ]
+    common = {
+        "model": "m1", "seed": 0, "task": "decision_rate_text__cues", "arm": "cues",
+        "cue": "first_name", "domain": "hiring", "mode": "text", "paraphrase": "p1",
+        "format": "rate", "tier": "clear_yes",
+    }  # fmt: skip
+    rows = [
+        common
+        | {"prompt_uid": str(i), "profile_id": p, "pair_id": k, "race": r, "gender": g}
+        | {"y": y}
+        for i, (p, k, r, g, y) in enumerate(shown)
+    ]
+    frames = AnalysisFrames(
+        pl.DataFrame(rows, schema=SCHEMAS["judgements"]),
+        pl.DataFrame(schema=SCHEMAS["rankings"]),
+        pl.DataFrame(schema=SCHEMAS["probes"]),
+    )
+    table = cue_contrasts(frames)
+    assert table.height == 2 and table["estimate"].is_nan().all()
+    assert set(table["note"]) == {
+        "the answers are fitted exactly (no residual variance): nothing to test against"
+    }
+    # one more answer off the fit: a residual, and estimates again
+    extra = common | {"prompt_uid": "4", "profile_id": "p5", "pair_id": "white/female/c"}
+    more = pl.DataFrame(
+        [*rows, extra | {"race": "White", "gender": "female", "y": 2.0}],
+        schema=SCHEMAS["judgements"],
+    )
+    table = cue_contrasts(AnalysisFrames(more, frames.rankings, frames.probes))
+    assert table["estimate"].is_finite().all()
