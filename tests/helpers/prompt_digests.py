@@ -11,18 +11,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import tempfile
 from pathlib import Path
 
-from cueaudit.cues.name_pairs import load_name_pairs
-from cueaudit.decision.aid import with_aid
+import polars as pl
+
 from cueaudit.decision.analysis.simulation_settings import (
     SimulationSettings,
     config_settings,
     paper_settings,
 )
+from cueaudit.decision.build import write_decision_prompts
 from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS
-from cueaudit.decision.profiles import load_attribute_list, load_profiles
-from cueaudit.decision.prompts import PRIMARY, build_decision_prompts
+from cueaudit.decision.prompts import PRIMARY, DesignSettings, arm_task
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests/fixtures/decision_prompt_digests.json"
@@ -39,30 +40,38 @@ def fairfund_stimuli() -> Path | None:
 
 
 def _digests(settings: SimulationSettings, label: str, arms: set[str] | None) -> dict[str, list]:
-    profiles = load_profiles(
-        settings.path(settings.profiles),
-        settings.profiles_format,  # type: ignore[arg-type]
-        settings.strip_suffixes,
-    )
-    pairs = load_name_pairs(settings.path(settings.name_pairs))
-    hobbies = load_attribute_list(settings.path(settings.hobbies))
-    neighbourhoods = load_attribute_list(settings.path(settings.neighbourhoods))
-    chosen = {a: d for a, (d, _) in settings.arms().items() if arms is None or a in arms}
-    domains = sorted({d for design in chosen.values() for d in design.get("domains", ())})
-    stimuli = settings.fairfund_stimuli and settings.path(settings.fairfund_stimuli)
-    profiles, appeals = with_aid(profiles, pairs, stimuli or None, domains)
+    """The digests of the prompt tables the workflow's build writes for ``arms`` (all: None)."""
+    designs = {
+        arm: {**design, "prompts": str(settings.path(design.get("prompts", DEFAULT_PROMPTS)))}
+        for arm, (design, _) in settings.arms().items()
+        if arms is None or arm in arms
+    }
+    stimuli = settings.fairfund_stimuli
     out: dict[str, list] = {}
-    for arm, design in chosen.items():
-        prompts = str(settings.path(design.get("prompts", DEFAULT_PROMPTS)))
-        tables = build_decision_prompts(
-            profiles, pairs, hobbies, neighbourhoods, {**design, "prompts": prompts}, arm,
-            appeals=appeals,
-        )  # fmt: skip
-        for task, table in tables.items():
+    with tempfile.TemporaryDirectory() as folder:
+        paths = {
+            arm_task(task, arm): str(Path(folder) / f"{arm_task(task, arm)}.parquet")
+            for arm, design in designs.items()
+            for task in DesignSettings.of(design).tasks
+        }
+        write_decision_prompts(
+            profiles_path=settings.path(settings.profiles),
+            profiles_format=settings.profiles_format,
+            strip_suffixes=settings.strip_suffixes,
+            audit_cues=(),
+            name_pairs_path=settings.path(settings.name_pairs),
+            hobbies_path=settings.path(settings.hobbies),
+            neighbourhoods_path=settings.path(settings.neighbourhoods),
+            terms_path=ROOT / "resources/decision/demographic_terms.txt",
+            designs=designs,
+            out_paths=paths,
+            fairfund_stimuli_path=None if stimuli is None else settings.path(stimuli),
+        )
+        for task, path in paths.items():
             digest = hashlib.sha256()
-            for uid, text in table.select("prompt_uid", "text").iter_rows():
+            for uid, text in pl.read_parquet(path).select("prompt_uid", "text").iter_rows():
                 digest.update(f"{uid}\t{hashlib.sha256(text.encode()).hexdigest()}\n".encode())
-            out[f"{label}/{task}"] = [table.height, digest.hexdigest()]
+            out[f"{label}/{task}"] = [len(pl.read_parquet(path)), digest.hexdigest()]
     return out
 
 

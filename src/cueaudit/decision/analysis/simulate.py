@@ -85,6 +85,7 @@ leaves the other parts' draws alone (common random numbers).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -166,20 +167,14 @@ def build_design(settings: SimulationSettings) -> SimulationDesign:
         dialect=settings.dialect,
         dialect_cache=":memory:" if cache is None else settings.path(cache),
     )
+    build = functools.partial(
+        build_decision_prompts, profiles, pairs, hobbies, neighbourhoods, appeals=appeals
+    )
     arms = []
     signals: set[str] = set()
     for arm, (design, models) in settings.arms().items():
         design = {**design, "prompts": str(settings.path(design.get("prompts", DEFAULT_PROMPTS)))}
-        tables = build_decision_prompts(
-            profiles,
-            pairs,
-            hobbies,
-            neighbourhoods,
-            design,
-            arm,
-            appeals=appeals,
-            cue_resources=resources,
-        )
+        tables = build(design, arm, cue_resources=resources)
         labels = probe_labels(design["prompts"])
         arms.append(_arm_design(arm, models, tables, labels))
         for table in (arms[-1].judgements, arms[-1].rankings):
