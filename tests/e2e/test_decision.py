@@ -48,6 +48,8 @@ ANALYSIS_TABLES += ["composition_flags", "wording", "reasoning_paired"]
 # ties and recognition by bundle type; position against demographics (empty here: no
 # position-balanced bundles)
 ANALYSIS_TABLES += ["recognition_ties_by_type", "position_vs_demographics"]
+# cue types beyond name pairs (empty here: the design shows name pairs only)
+ANALYSIS_TABLES += ["cue_contrasts", "cue_validity"]
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")
 #: FairFund-Bench's stimuli where the workspace keeps them (the paper config's aid arm).
 FAIRFUND = ROOT.parent / "shared/data/fairfund/stimuli.csv"

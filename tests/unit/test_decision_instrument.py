@@ -89,6 +89,7 @@ def ranking_frame(
                         seed=pl.lit(seed, dtype=pl.Int64),
                         task=pl.lit(f"decision_rank_{mode}"),
                         arm=pl.lit(arm),
+                        cue=pl.lit("name_pair"),
                         mode=pl.lit(mode),
                         paraphrase=pl.lit("p1"),
                         prompt_uid=pl.col("bundle_id") + f"|{mode}",

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from cueaudit.stats.correlation import CONSTANT, OK, TOO_FEW, fisher_ci, pairwise_pearson
+from cueaudit.stats.correlation import (
+    CONSTANT,
+    OK,
+    TOO_FEW,
+    fisher_ci,
+    fisher_z_mean,
+    pairwise_pearson,
+)
 
 
 def test_pairwise_pearson_mixed_complete_and_missing_columns() -> None:
@@ -56,3 +63,21 @@ def test_fisher_ci_needs_more_than_three_rows_and_a_finite_r() -> None:
     assert fisher_ci(float("nan"), 30) == (None, None)
     low, high = fisher_ci(1.0, 30)  # clipped: a finite interval at the boundary
     assert low is not None and high is not None and 0.99 < low <= high <= 1.0
+
+
+def test_fisher_z_mean_averages_on_the_z_scale_and_skips_missing() -> None:
+    r = np.array([0.2, 0.6, np.nan, 0.9])
+    n = np.array([10, 30, 50, 5])
+    z = np.arctanh(r[[0, 1, 3]])
+    assert fisher_z_mean(r) == pytest.approx(float(np.tanh(z.mean())))
+    weights = np.array([7.0, 27.0, 2.0])
+    assert fisher_z_mean(r, n, "n_minus_3") == pytest.approx(
+        float(np.tanh((z * weights).sum() / weights.sum()))
+    )
+    # the plain mean of r is not the Fisher-z mean: the check tells them apart
+    assert fisher_z_mean(r) != pytest.approx(float(np.nanmean(r)))
+    assert np.isnan(fisher_z_mean(np.array([np.nan])))
+    assert fisher_z_mean(np.array([1.0, 1.0])) == pytest.approx(1.0)
+    assert fisher_z_mean(np.array([0.5]), np.array([2]), "n_minus_3") == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="weights"):
+        fisher_z_mean(r, n, "n")

@@ -20,4 +20,6 @@ write_decision_prompts(
     out_paths=dict(zip(params.tasks, snakemake.output, strict=True)),
     allowed_phrases=params.allowed_phrases,
     fairfund_stimuli_path=(snakemake.input.fairfund_stimuli or [None])[0],
+    first_names_path=(snakemake.input.first_names or [None])[0],
+    dialect=dict(params.items()).get("dialect"),  # only when an arm lists the dialect cue
 )

@@ -97,6 +97,24 @@ def explicit_descriptors(categories: Sequence[str] | None = None) -> pl.DataFram
     )
 
 
+def race_gender_descriptor(race: str, gender: str) -> str:
+    """The ``race_gender`` descriptor of a race and gender in the race's own form ("a Black
+    female", "a White male"); a race the descriptors have no form for ("Hispanic", "Asian":
+    Appendix A.4 has Black and White only) is worded the same way ("a Hispanic female", "an
+    Asian male"). Gender is ``female`` or ``male``."""
+    if gender not in GENDERS:
+        raise InputError("explicit descriptor", f"gender {gender!r} is not one of {GENDERS}")
+    if not race or not race.strip():
+        raise InputError("explicit descriptor", "an empty race", "race")
+    descriptors = explicit_descriptors(["race_gender"])
+    own = descriptors.filter(
+        (pl.col("race") == race)
+        & (pl.col("gender") == gender)
+        & (pl.col("descriptor") == _with_article(f"{race} {gender}"))
+    )
+    return own["descriptor"][0] if own.height else _with_article(f"{race} {gender}")
+
+
 def prepare_explicit(block: Mapping[str, Any]) -> pl.DataFrame:
     """The descriptors of ``cues.explicit`` (its ``categories``; default: all)."""
     return explicit_descriptors(block.get("categories"))

@@ -30,6 +30,7 @@ is the cue, by construction.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -46,6 +47,12 @@ AID_SOURCE: Final = "fairfund-bench"
 APPEAL_SCHEMA: Final = {"profile_id": pl.String, "pair_id": pl.String, "text": pl.String}
 #: Stands for the name in a profile's text (the appeals themselves hold the names).
 NAME_PLACEHOLDER: Final = "[name]"
+#: The clause of an appeal that introduces the writer by name, in every form of FairFund's
+#: stimuli ("Hi, my name is [name] and I'm ...", "Hello! I'm [name] and ...", "My name is
+#: [name]. I'm ..."): taken out, the appeal reads "Hi, I'm ...", "I'm ...".
+INTRODUCTION: Final = re.compile(
+    rf"(?:[Mm]y name is|I'm|I am) {re.escape(NAME_PLACEHOLDER)}(?: and |\. )"
+)
 
 
 def aid_profile_id(scenario_id: str, framing: str) -> str:
@@ -134,3 +141,26 @@ def with_aid(
         )
     stimuli = aid_stimuli(stimuli_path, name_pairs)
     return pl.concat([profiles, aid_profiles(stimuli)]), aid_appeals(stimuli)
+
+
+def first_name_appeal(text: str, first_name: str) -> str:
+    """A profile's appeal (its text with :data:`NAME_PLACEHOLDER`) introduced by a first name
+    alone: "Hi, my name is Tyrone and I'm ..." (the ``first_name`` cue)."""
+    return text.replace(NAME_PLACEHOLDER, first_name)
+
+
+def neutral_appeal(text: str, profile_id: str) -> str:
+    """A profile's appeal without the name: its introduction (:data:`INTRODUCTION`) taken out,
+    "Hi, my name is [name] and I'm looking ..." -> "Hi, I'm looking ..." (the cues that must
+    carry the race signal alone: explicit, dialect). Raises InputError naming the profile
+    when the appeal introduces its writer in another way, or names them again."""
+    neutral, found = INTRODUCTION.subn("", text, count=1)
+    if not found or NAME_PLACEHOLDER in neutral:
+        raise InputError(
+            "aid appeals",
+            f"{profile_id}: cannot take the name out of the appeal: it "
+            + ("names the writer more than once" if found else "has no introduction")
+            + " of the form 'my name is <name> and' or \"I'm <name> and\"",
+            "text",
+        )
+    return neutral

@@ -1,9 +1,13 @@
 """The decision audit's prompt tables from its resource files: load, check, build, write.
 
 Every profile passes the demographic-signal check against the configured name pairs before
-any table is written, and every table's row count must equal the design's expected count. A
-design with the aid domain adds FairFund-Bench's appeals (:mod:`cueaudit.decision.aid`), read
-from ``fairfund_stimuli_path``; they hold their names by construction and are not checked.
+any table is written, and every table's row count must equal the design's expected count, per
+cue type (:func:`cueaudit.decision.prompts.expected_counts_by_cue`). A design with the aid
+domain adds FairFund-Bench's appeals (:mod:`cueaudit.decision.aid`), read from
+``fairfund_stimuli_path``; they hold their names by construction and are not checked. A design
+with the ``first_name`` cue reads its names from ``first_names_path`` (and the profiles must
+hold none of the names drawn); one with the ``dialect`` cue translates the aid appeals with the
+translator of ``dialect`` (:mod:`cueaudit.decision.cues`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from cueaudit.cues.name_pairs import load_name_pairs
+from cueaudit.decision import cues as cue_types
 from cueaudit.decision.aid import with_aid
 from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, load_prompt_resources
 from cueaudit.decision.profiles import (
@@ -27,7 +34,7 @@ from cueaudit.decision.prompts import (
     DesignSettings,
     arm_task,
     build_decision_prompts,
-    expected_counts,
+    expected_counts_by_cue,
 )
 from cueaudit.errors import InputError
 from cueaudit.io import write_parquet
@@ -68,6 +75,8 @@ def write_decision_prompts(
     out_paths: Mapping[str, str | Path],
     allowed_phrases: Sequence[str] = (),
     fairfund_stimuli_path: str | Path | None = None,
+    first_names_path: str | Path | None = None,
+    dialect: Mapping[str, Any] | None = None,
 ) -> dict[str, int]:
     """Write each task's prompt table to ``out_paths[task]`` for every arm's design
     (``designs``: arm -> design settings; tasks named by :func:`arm_task`); returns the row
@@ -75,7 +84,10 @@ def write_decision_prompts(
     bundles pass the demographic check first."""
     profiles = load_profiles(profiles_path, profiles_format, strip_suffixes)  # type: ignore[arg-type]
     pairs = load_name_pairs(name_pairs_path)
-    names = [*pairs["first"].to_list(), *pairs["last"].to_list()]
+    listed = cue_types.first_name_list(
+        list(designs.values()), first_names_path or cue_types.DEFAULT_FIRST_NAMES
+    )
+    names = [*pairs["first"].to_list(), *pairs["last"].to_list(), *_drawn(listed, designs)]
     check = {
         "names": names,
         "terms_path": terms_path,
@@ -91,6 +103,10 @@ def write_decision_prompts(
         check_wordings(load_prompt_resources(prompts), **check)
     domains = {d for design in designs.values() for d in DesignSettings.of(design).domains}
     profiles, appeals = with_aid(profiles, pairs, fairfund_stimuli_path, sorted(domains))
+    translated = None
+    if cue_types.uses(list(designs.values()), cue_types.DIALECT):
+        translated = cue_types.translate_appeals(profiles, dialect or {})
+    resources = cue_types.CueResources(listed, translated)
     files = {
         "names": name_pairs_path,
         "hobby values": hobbies_path,
@@ -104,10 +120,7 @@ def write_decision_prompts(
         source = f"{profiles_path} and {fairfund_stimuli_path} (the aid domain)"
     for arm, design in designs.items():
         # the tier rule's error names the file itself; the design's errors name theirs here
-        expected = {
-            arm_task(t, arm): n
-            for t, n in expected_counts(design, tiers, profiles_file=source).items()
-        }
+        by_cue = expected_counts_by_cue(design, tiers, profiles_file=source)
         try:
             built = build_decision_prompts(
                 profiles,
@@ -118,10 +131,18 @@ def write_decision_prompts(
                 arm,
                 profiles_file=source,
                 appeals=appeals,
+                cue_resources=resources,
             )
         except InputError as error:
             raise _naming_the_file(error, files) from error
-        wrong = {t: (built[t].height, n) for t, n in expected.items() if built[t].height != n}
+        wrong = {}
+        for cue, counts in by_cue.items():
+            for task, n in counts.items():
+                table = built[arm_task(task, arm)]
+                rows = table.filter(pl.col("cue") == cue).height
+                if rows != n:
+                    name = arm_task(task, arm)
+                    wrong[name if len(by_cue) == 1 else f"{name} ({cue})"] = (rows, n)
         if wrong:
             raise InputError(
                 f"decision design ({arm})",
@@ -135,6 +156,19 @@ def write_decision_prompts(
         write_parquet(tables[task], path)
         log.info("%s: %d prompts", task, tables[task].height)
     return {task: tables[task].height for task in out_paths}
+
+
+def _drawn(listed: pl.DataFrame | None, designs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The first names the designs with the first_name cue draw (no profile may hold one)."""
+    if listed is None:
+        return []
+    drawn: set[str] = set()
+    for design in designs.values():
+        cfg = DesignSettings.of(design)
+        if cue_types.FIRST_NAME in cfg.cues:
+            names = cue_types.first_names_of(listed, cfg.names_per_cell, cfg.seed)
+            drawn |= set(names["name"].to_list())
+    return sorted(drawn)
 
 
 def _count_cause(pairs: Any, design: Mapping[str, Any]) -> str:

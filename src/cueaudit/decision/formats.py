@@ -8,7 +8,10 @@ domain's four ``title_line_variants``), the profile text. A single-profile promp
 blocks headed "Candidate A" ... "Candidate D" in the order given. A domain marked
 ``name_in_text`` (the aid domain: FairFund-Bench's first-person appeals, which hold the name)
 shows the text alone. The instruction is chosen by format, paraphrase id and domain, the
-answer line by format and mode (text, json, tool).
+answer line by format and mode (text, json, tool). A candidate shown under a cue other than a
+name pair (:mod:`cueaudit.decision.cues`) has a first name in the name line, or no name: the
+file's ``cue_lines`` give the line in its place (``unnamed_line``) and the explicit statement
+(``explicit_line``, "The applicant is a Black female.").
 
 Templates fill ``{field}`` placeholders; each template allows only its own fields (checked
 when the file is loaded) and leaves every other brace alone, so JSON examples need no
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -63,13 +66,15 @@ _TOP_KEYS: Final = (
 
 @dataclass(frozen=True)
 class Candidate:
-    """One profile as shown: the name, the optional irrelevant attribute, title and text."""
+    """One profile as shown: the name (None: a cue that shows none), the optional irrelevant
+    attribute, title and text, and the explicit descriptor of an explicit cue."""
 
-    name: str
+    name: str | None
     title: str
     text: str
     attribute_kind: str | None = None
     attribute: str | None = None
+    descriptor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,10 @@ class PromptResources:
     tools: Mapping[str, ToolWording]
     probe_layout: str
     probes: Mapping[str, Probe]
+    #: ``cue_lines`` (optional in the file; needed only by cues other than name pairs): the
+    #: line in place of the name line of each name-line domain, the explicit statement's.
+    unnamed_lines: Mapping[str, str] = field(default_factory=dict)
+    explicit_lines: Mapping[str, str] = field(default_factory=dict)
 
     def paraphrases(self, fmt: str) -> tuple[str, ...]:
         """The paraphrase ids of a format, in file order."""
@@ -250,6 +259,7 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
     )
     free = read.mapping(probes["free"], "probes.free", ("question", "rules"))
     rules = read.mapping(free["rules"], "probes.free.rules")
+    unnamed_lines, explicit_lines = _cue_lines(read, top.get("cue_lines"), list(name_lines))
     return PromptResources(
         source=source,
         candidate_labels=read.strings(top["candidate_labels"], "candidate_labels", 4),
@@ -296,7 +306,26 @@ def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources
                 ),
             ),
         },
+        unnamed_lines=unnamed_lines,
+        explicit_lines=explicit_lines,
     )
+
+
+def _cue_lines(
+    read: _Reader, value: Any, named: Sequence[str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The optional ``cue_lines``: ``unnamed_line`` for every domain with a name line (no
+    fields: it stands where the name was), ``explicit_line`` for every domain (it must show
+    ``{descriptor}``, the statement it exists for)."""
+    if value is None:
+        return {}, {}
+    section = read.mapping(value, "cue_lines", ("unnamed_line", "explicit_line"))
+    unnamed = read.per_key(section["unnamed_line"], "cue_lines.unnamed_line", named)
+    explicit = read.per_key(
+        section["explicit_line"], "cue_lines.explicit_line", DOMAINS, ("descriptor",),
+        ("descriptor",),
+    )  # fmt: skip
+    return unnamed, explicit
 
 
 def _name_in_text(read: _Reader, value: Any, path: str) -> bool:
@@ -380,7 +409,10 @@ def render_candidate(
     resources: PromptResources, domain: str, candidate: Candidate, label: str | None = None
 ) -> str:
     """One profile as shown in every format (headed "Candidate <label>" in a ranking); in a
-    domain without a name line (the aid appeals) the text alone, which must hold the name."""
+    domain without a name line (the aid appeals) the text alone, which must hold the name
+    (or, for a cue that shows none, the explicit statement and the text). A candidate without
+    a name shows ``cue_lines.unnamed_line`` in place of the name line, and a descriptor adds
+    ``cue_lines.explicit_line`` under it."""
     lines = [fill(resources.candidate_header, label=label)] if label is not None else []
     if domain not in resources.name_lines:
         if candidate.attribute_kind is not None:
@@ -390,14 +422,19 @@ def render_candidate(
                 "(irrelevant-attribute bundles need a domain with a name line)",
                 f"domains.{domain}",
             )
-        if candidate.name not in candidate.text:
+        if candidate.name is not None and candidate.name not in candidate.text:
             raise InputError(
                 resources.source,
                 f"domain {domain!r} shows no name line, and the text lacks {candidate.name!r}",
                 f"domains.{domain}",
             )
+        lines += _explicit_line(resources, domain, candidate)
         return "\n".join([*lines, candidate.text.strip()])
-    lines.append(fill(resources.name_lines[domain], name=candidate.name))
+    if candidate.name is not None:
+        lines.append(fill(resources.name_lines[domain], name=candidate.name))
+    else:
+        lines.append(_cue_line(resources, resources.unnamed_lines, "unnamed_line", domain))
+    lines += _explicit_line(resources, domain, candidate)
     title_line = resources.title_lines[domain]
     if candidate.attribute_kind == TITLE_WORDING:
         title_line = _title_variant(resources, domain, candidate.attribute)
@@ -423,6 +460,24 @@ def _title_variant(resources: PromptResources, domain: str, wording: str | None)
     if not 0 <= index < len(variants):
         raise InputError(resources.source, f"no title wording {wording!r}", f"domains.{domain}")
     return variants[index]
+
+
+def _cue_line(resources: PromptResources, lines: Mapping[str, str], key: str, domain: str) -> str:
+    if domain not in lines:
+        raise InputError(
+            resources.source,
+            f"no {key} for domain {domain!r}: a cue other than a name pair needs the file's "
+            "cue_lines",
+            f"cue_lines.{key}",
+        )
+    return lines[domain]
+
+
+def _explicit_line(resources: PromptResources, domain: str, candidate: Candidate) -> list[str]:
+    if candidate.descriptor is None:
+        return []
+    template = _cue_line(resources, resources.explicit_lines, "explicit_line", domain)
+    return [fill(template, descriptor=candidate.descriptor)]
 
 
 def _prompt(

@@ -31,6 +31,13 @@ the free-text probe.
 Ids: a single-profile prompt's uid hashes its task, domain, paraphrase, profile and name
 pair, so adding a profile or a name only adds rows; a bundle prompt's uid hashes its task,
 paraphrase and bundle id, and the bundle id hashes the bundle's content.
+
+Cue types (``cues``, :mod:`cueaudit.decision.cues`): every table has a ``cue`` column, and each
+listed cue type adds its own rows to Rate and Decide (every crossed profile under each of its
+signals) and, if it signals four races, to the ranking and probe tables (every design bundle
+under its signals, the bundle id unchanged). A row of a cue type other than ``name_pair``
+hashes the cue into its uid as well; the default, ``[name_pair]``, builds exactly the tables
+and ids it built before the factor existed.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from typing import Any, Final, NamedTuple
 
 import polars as pl
 
+from cueaudit.decision import cues as cue_types
 from cueaudit.decision import design, probes, tiers
 from cueaudit.decision.formats import (
     DEFAULT_PROMPTS,
@@ -135,6 +143,7 @@ _SHARED: Final = {"prompt_uid": pl.String, "task": pl.String, "text": pl.String,
 _SCALARS: Final = {
     "study": pl.String,
     "arm": pl.String,
+    "cue": pl.String,
     "domain": pl.String,
     "format": pl.String,
     "mode": pl.String,
@@ -212,38 +221,80 @@ class DesignSettings:
     probe_bundles: int = 24
     tier_rule: str = tiers.DEFAULT_TIER_RULE
     name_assignment: str = NAME_ASSIGNMENTS[0]
+    cues: tuple[str, ...] = cue_types.DEFAULT_CUES
 
     @property
     def crosses_profiles(self) -> bool:
         """Whether the design has a Rate or Decide task (profiles crossed with names)."""
         return any(TASKS[t].format in ("rate", "decide") for t in self.tasks)
 
+    @property
+    def bundle_cues(self) -> tuple[str, ...]:
+        """The listed cue types that fill the ranking bundles and probes (four races)."""
+        return tuple(c for c in self.cues if c in cue_types.BUNDLE_CUES)
+
     @classmethod
     def of(cls, settings: Mapping[str, Any]) -> DesignSettings:
         """Read the keys ``prompts, seed, domains, tasks, paraphrases, profiles_per_tier,
         names_per_cell, bundles_per_type (an int or one per bundle type), replicates,
-        probe_bundles, tier_rule`` (:mod:`cueaudit.decision.tiers`), ``name_assignment``;
-        other keys are ignored (they belong to other parts of the study)."""
+        probe_bundles, tier_rule`` (:mod:`cueaudit.decision.tiers`), ``name_assignment``,
+        ``cues`` (:mod:`cueaudit.decision.cues`); other keys are ignored (they belong to other
+        parts of the study)."""
         prompts = settings.get("prompts", DEFAULT_PROMPTS)
         if not isinstance(prompts, str) or not prompts:
             raise InputError("decision settings", "a path", "prompts")
-        return cls(
-            prompts=prompts,
-            seed=_integer(settings, "seed", 0, 0),
-            domains=_choices(settings, "domains", DOMAINS, PROFILE_DOMAINS),
-            tasks=_choices(settings, "tasks", tuple(TASKS)),
-            paraphrases=_integer(settings, "paraphrases", 2, 1),
-            profiles_per_tier=_integer(settings, "profiles_per_tier", 4, 1),
-            names_per_cell=_integer(settings, "names_per_cell", 5, 1),
-            bundles_per_type=design.bundle_sizes(settings.get("bundles_per_type", 24)),
-            replicates=_integer(settings, "replicates", 1, 1),
-            probe_bundles=_integer(settings, "probe_bundles", 24, 0),
-            tier_rule=tiers.check_tier_rule(settings.get("tier_rule", tiers.DEFAULT_TIER_RULE)),
-            name_assignment=_choice(settings, "name_assignment", NAME_ASSIGNMENTS),
+        return _checked_cues(
+            cls(
+                prompts=prompts,
+                seed=_integer(settings, "seed", 0, 0),
+                domains=_choices(settings, "domains", DOMAINS, PROFILE_DOMAINS),
+                tasks=_choices(settings, "tasks", tuple(TASKS)),
+                paraphrases=_integer(settings, "paraphrases", 2, 1),
+                profiles_per_tier=_integer(settings, "profiles_per_tier", 4, 1),
+                names_per_cell=_integer(settings, "names_per_cell", 5, 1),
+                bundles_per_type=design.bundle_sizes(settings.get("bundles_per_type", 24)),
+                replicates=_integer(settings, "replicates", 1, 1),
+                probe_bundles=_integer(settings, "probe_bundles", 24, 0),
+                tier_rule=tiers.check_tier_rule(settings.get("tier_rule", tiers.DEFAULT_TIER_RULE)),
+                name_assignment=_choice(settings, "name_assignment", NAME_ASSIGNMENTS),
+                cues=cue_types.check_cues(settings.get("cues", list(cue_types.DEFAULT_CUES))),
+            )
         )
 
     def probed(self, bundle_type: str) -> int:
         return min(self.probe_bundles, self.bundles_per_type[bundle_type])
+
+
+def _checked_cues(cfg: DesignSettings) -> DesignSettings:
+    """Refuse a cue type the design cannot show: dialect outside first-person domains, a
+    ranking or probe task without a four-race cue type, another cue beside the confounded
+    construction (which deals out name pairs)."""
+    if cue_types.DIALECT in cfg.cues:
+        other = [d for d in cfg.domains if d not in cue_types.FIRST_PERSON_DOMAINS]
+        if other:
+            raise InputError(
+                "decision settings",
+                f"the dialect cue shows a candidate's own words in AAVE: only domains with "
+                f"first-person text ({', '.join(cue_types.FIRST_PERSON_DOMAINS)}) have them, "
+                f"not {', '.join(other)}",
+                "cues",
+            )
+    bundled = [t for t in cfg.tasks if TASKS[t].format in ("rank", "probe")]
+    if bundled and not cfg.bundle_cues:
+        raise InputError(
+            "decision settings",
+            f"{bundled[0]} shows four-race bundles, and cues {list(cfg.cues)} signal two races: "
+            f"add one of {', '.join(cue_types.BUNDLE_CUES)} or drop the ranking and probe tasks",
+            "cues",
+        )
+    if cfg.name_assignment != NAME_ASSIGNMENTS[0] and cfg.cues != cue_types.DEFAULT_CUES:
+        raise InputError(
+            "decision settings",
+            f"name_assignment {cfg.name_assignment} deals out name pairs: it runs with cues "
+            f"[{cue_types.NAME_PAIR}] only, not {list(cfg.cues)}",
+            "cues",
+        )
+    return cfg
 
 
 def expected_counts(
@@ -255,9 +306,24 @@ def expected_counts(
     """The number of rows each task's table has in the design the settings describe, on a
     profile file (``profiles_file``, named in errors) with ``tier_counts`` profiles per domain
     and tier (:func:`cueaudit.decision.profiles.tier_counts`; default: ``profiles_per_tier``
-    in every tier), under the design's ``tier_rule`` (:mod:`cueaudit.decision.tiers`)."""
+    in every tier), under the design's ``tier_rule`` (:mod:`cueaudit.decision.tiers`): the sum
+    over its cue types of :func:`expected_counts_by_cue`."""
+    by_cue = expected_counts_by_cue(settings, tier_counts, profiles_file=profiles_file)
+    tasks = DesignSettings.of(settings).tasks
+    return {task: sum(counts[task] for counts in by_cue.values()) for task in tasks}
+
+
+def expected_counts_by_cue(
+    settings: Mapping[str, Any],
+    tier_counts: tiers.TierCounts | None = None,
+    *,
+    profiles_file: str = "profiles",
+) -> dict[str, dict[str, int]]:
+    """Cue type -> the rows each task's table has of that cue type (see
+    :func:`expected_counts`): Rate and Decide, every crossed profile under each signal of the
+    cue (:func:`cueaudit.decision.cues.signals_per_profile`); rankings and probes, every
+    bundle once per cue type that fills the four-race bundles, none for the others."""
     cfg = DesignSettings.of(settings)
-    cells = len(design.RACES) * len(design.GENDERS) * cfg.names_per_cell
     if tier_counts is None:
         tier_counts = tiers.nominal_tier_counts(cfg.domains, cfg.profiles_per_tier)
     per_tier = tiers.crossed_per_tier(
@@ -268,14 +334,24 @@ def expected_counts(
         source=profiles_file,
         crossing=cfg.crosses_profiles,
     )
-    crossed = sum(n for counts in per_tier.values() for n in counts.values()) * cells
+    profiles = sum(n for counts in per_tier.values() for n in counts.values())
     per_domain = len(cfg.domains) * cfg.replicates
     bundles = per_domain * sum(cfg.bundles_per_type.values())
     probed = per_domain * sum(cfg.probed(t) for t in design.BUNDLE_TYPES)
-    if cfg.name_assignment == "fixed_per_profile":  # one race's pairs per profile
-        crossed //= len(design.RACES)
-    rows = {"rate": crossed, "decide": crossed, "rank": bundles, "probe": probed}
-    return {task: rows[TASKS[task].format] * cfg.paraphrases for task in cfg.tasks}
+    counts = {}
+    for cue in cfg.cues:
+        crossed = profiles * cue_types.signals_per_profile(cue, cfg.names_per_cell)
+        if cfg.name_assignment == "fixed_per_profile":  # one race's pairs per profile
+            crossed //= len(design.RACES)
+        filled = cue in cue_types.BUNDLE_CUES
+        rows = {
+            "rate": crossed,
+            "decide": crossed,
+            "rank": bundles if filled else 0,
+            "probe": probed if filled else 0,
+        }
+        counts[cue] = {task: rows[TASKS[task].format] * cfg.paraphrases for task in cfg.tasks}
+    return counts
 
 
 def tier_summary(settings: Mapping[str, Any], tier_counts: tiers.TierCounts) -> str:
@@ -346,11 +422,12 @@ def _crossed(
     chosen = profiles.sort("domain", "tier", "profile_id").select(
         "domain", "profile_id", "tier", "title", "text"
     )
+    shown = ("pair_id", "race", "gender", "full_name", "descriptor")
     names = (
         name_pairs.sort("race", "gender", "name_rank", "pair_id")
         .group_by("race", "gender", maintain_order=True)
         .head(cfg.names_per_cell)
-        .select("pair_id", "race", "gender", "full_name")
+        .select(c for c in shown if c in name_pairs.columns)
     )
     return _with_appeals(chosen.join(names, how="cross"), appeals)
 
@@ -398,7 +475,9 @@ def _single_table(
     for index, paraphrase in enumerate(paraphrases):
         shown = crossed if name_assignment == "crossed" else fixed_name_sets(crossed, index)
         for r in shown.iter_rows(named=True):
-            candidate = Candidate(r["full_name"], r["title"], r["text"])
+            candidate = Candidate(
+                r["full_name"], r["title"], r["text"], descriptor=r.get("descriptor")
+            )
             text = render_single(
                 resources,
                 domain=r["domain"],
@@ -407,10 +486,13 @@ def _single_table(
                 paraphrase=paraphrase,
                 candidate=candidate,
             )
-            uid = stable_uid(task, r["domain"], paraphrase, r["profile_id"], r["pair_id"])
+            cue = r.get("cue") or cue_types.NAME_PAIR
+            uid = stable_uid(
+                task, r["domain"], paraphrase, r["profile_id"], r["pair_id"], *_cue_key(cue)
+            )
             rows.append(
                 {
-                    **_scalars(task, r["domain"], paraphrase, text, uid),
+                    **_scalars(task, r["domain"], paraphrase, text, uid, cue),
                     **{c: r.get(c) for c in CANDIDATE_COLUMNS},
                     "group": f"{r['domain']}/{paraphrase}",
                     "bundle_type": SINGLE,
@@ -420,7 +502,15 @@ def _single_table(
     return pl.DataFrame(rows, schema=SINGLE_PROMPT_SCHEMA)
 
 
-def _scalars(task: str, domain: str, paraphrase: str, text: str, uid: str) -> dict[str, Any]:
+def _cue_key(cue: str) -> tuple[str, ...]:
+    """What a cue type adds to a prompt's uid: nothing for name pairs (their ids are those of
+    the design before cue types), the cue type for the others."""
+    return () if cue == cue_types.NAME_PAIR else (cue,)
+
+
+def _scalars(
+    task: str, domain: str, paraphrase: str, text: str, uid: str, cue: str
+) -> dict[str, Any]:
     spec = TASKS[task]
     return {
         "prompt_uid": uid,
@@ -428,6 +518,7 @@ def _scalars(task: str, domain: str, paraphrase: str, text: str, uid: str) -> di
         "text": text,
         "study": STUDY,
         "arm": PRIMARY,
+        "cue": cue,
         "domain": domain,
         "format": spec.format,
         "mode": spec.mode,
@@ -438,18 +529,20 @@ def _scalars(task: str, domain: str, paraphrase: str, text: str, uid: str) -> di
 def _wide_bundles(
     bundles: pl.DataFrame, profiles: pl.DataFrame, appeals: pl.DataFrame | None = None
 ) -> list[dict[str, Any]]:
-    """One dict per bundle, per-candidate values as lists in position order."""
+    """One dict per bundle, per-candidate values as lists in position order (``bundles``
+    shown under one cue type: :func:`cueaudit.decision.cues.bundle_signals`)."""
     shown = bundles.sort("bundle_id", "position").join(
         profiles.select("profile_id", "title", "text"), on="profile_id", how="left"
     )
     shown = _with_appeals(shown, appeals)
-    per_candidate = [*CANDIDATE_COLUMNS, "full_name", "title", "text"]
+    per_candidate = [*CANDIDATE_COLUMNS, "full_name", "title", "text", "descriptor"]
     return (
         shown.sort("domain", "bundle_type", "replicate", "bundle_index", "position")
         .group_by("bundle_id", maintain_order=True)
         .agg(
             *(pl.col(c).first() for c in ("domain", "bundle_type", "replicate", "bundle_index")),
             pl.col("attribute_kind").first(),
+            pl.col("cue").first(),
             *(pl.col(c) for c in per_candidate),
         )
         .to_dicts()
@@ -486,11 +579,12 @@ def _bundle_table(
     for paraphrase in paraphrases:
         for b in bundles:
             candidates = [
-                Candidate(name, title, text, b["attribute_kind"], attribute)
-                for name, title, text, attribute in zip(
-                    b["full_name"], b["title"], b["text"], b["attribute"], strict=True
+                Candidate(name, title, text, b["attribute_kind"], attribute, descriptor)
+                for name, title, text, attribute, descriptor in zip(
+                    b["full_name"], b["title"], b["text"], b["attribute"], b["descriptor"],
+                    strict=True,
                 )
-            ]
+            ]  # fmt: skip
             mode = "text" if spec.probe else spec.mode
             text = render_bundle(
                 resources,
@@ -502,9 +596,9 @@ def _bundle_table(
             order = orders.get((b["bundle_id"], paraphrase), ())
             if spec.probe:
                 text = probes.render_probe(resources, spec.probe, text, order)
-            uid = stable_uid(task, paraphrase, b["bundle_id"])
+            uid = stable_uid(task, paraphrase, b["bundle_id"], *_cue_key(b["cue"]))
             row = {
-                **_scalars(task, b["domain"], paraphrase, text, uid),
+                **_scalars(task, b["domain"], paraphrase, text, uid, b["cue"]),
                 **{listed(c): b[c] for c in CANDIDATE_COLUMNS},
                 "group": "" if spec.probe else f"{b['domain']}/{paraphrase}",
                 **{c: b[c] for c in ("bundle_type", "bundle_id", "replicate", "attribute_kind")},
@@ -528,10 +622,13 @@ def build_decision_prompts(
     *,
     profiles_file: str = "profiles",
     appeals: pl.DataFrame | None = None,
+    cue_resources: cue_types.CueResources | None = None,
 ) -> dict[str, pl.DataFrame]:
     """The prompt table of each task in ``settings["tasks"]`` (all of :data:`TASKS` by
     default), in that order, keyed by the arm's task names (:func:`arm_task`). An extension
-    arm's prompts get their own ids, so its rows never mix with the primary design's.
+    arm's prompts get their own ids, so its rows never mix with the primary design's. Each cue
+    type of ``settings["cues"]`` adds its rows (:mod:`cueaudit.decision.cues`; the first names
+    and dialect translations it needs are ``cue_resources``).
 
     Rate and Decide cross the chosen profiles and name pairs (:class:`DesignSettings`);
     bundles (:func:`cueaudit.decision.design.build_bundles`) draw on the profiles the tier
@@ -557,11 +654,34 @@ def build_decision_prompts(
     )
     tables: dict[str, pl.DataFrame] = {}
     single = [t for t in cfg.tasks if TASKS[t].format in ("rate", "decide")]
+    signals = {
+        cue: cue_types.cue_signals(
+            cue, name_pairs, cue_resources, names_per_cell=cfg.names_per_cell, seed=cfg.seed
+        )
+        for cue in cfg.cues
+    }
+
+    def shown_appeals(cue: str, chosen: pl.DataFrame) -> pl.DataFrame | None:
+        if cue == cue_types.NAME_PAIR:
+            return appeals
+        return cue_types.cue_appeals(cue, chosen, signals[cue], cue_resources)
+
     if single:
-        crossed = _crossed(selection.crossed, name_pairs, cfg, appeals)
+        crossed = [
+            cue_types.with_cue_ids(
+                _crossed(
+                    selection.crossed, signals[cue], cfg, shown_appeals(cue, selection.crossed)
+                ),
+                cue,
+            )
+            for cue in cfg.cues
+        ]
         for task in single:
-            tables[task] = _single_table(
-                task, crossed, resources, paraphrases[TASKS[task].format], cfg.name_assignment
+            tables[task] = pl.concat(
+                _single_table(
+                    task, part, resources, paraphrases[TASKS[task].format], cfg.name_assignment
+                )
+                for part in crossed
             )
     if len(tables) < len(cfg.tasks):
         bundles = design.build_bundles(
@@ -575,13 +695,26 @@ def build_decision_prompts(
             seed=cfg.seed,
         )
         design.check_design(bundles)
-        everything = _wide_bundles(bundles, profiles, appeals)
         chosen = probes.select_probe_bundles(bundles, cfg.probe_bundles)
-        probed = _wide_bundles(chosen, profiles, appeals)
+        bundled = {}
+        for cue in cfg.bundle_cues:
+            shown = shown_appeals(cue, profiles)
+            bundled[cue] = (
+                _wide_bundles(cue_types.bundle_signals(bundles, cue), profiles, shown),
+                _wide_bundles(cue_types.bundle_signals(chosen, cue), profiles, shown),
+            )
         for task in cfg.tasks:
             if task not in tables:
-                wide = probed if TASKS[task].probe else everything
-                tables[task] = _bundle_table(task, wide, resources, paraphrases["rank"], cfg.seed)
+                tables[task] = pl.concat(
+                    _bundle_table(
+                        task,
+                        probed if TASKS[task].probe else everything,
+                        resources,
+                        paraphrases["rank"],
+                        cfg.seed,
+                    )
+                    for everything, probed in bundled.values()
+                )
     for task, table in tables.items():
         if table["prompt_uid"].n_unique() < table.height:
             raise InputError("decision prompts", f"{task}: repeated prompt ids", "prompt_uid")

@@ -7,11 +7,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from cueaudit.config import unknown_models
+from cueaudit.decision import cues as cue_types
 from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, PROFILE_DOMAINS
 from cueaudit.decision.prompts import (
     MAX_NEW_TOKENS,
     NAME_ASSIGNMENTS,
     PRIMARY,
+    DesignSettings,
     arm_task,
     max_new_tokens,
     task_answers,
@@ -144,6 +146,47 @@ def problems(config: Mapping[str, Any]) -> Iterator[str]:
         )
     yield from _confounded_problems(decision)
     yield from _paired_problems(config)
+    yield from _cue_problems(config)
+
+
+def _cue_problems(config: Mapping[str, Any]) -> Iterator[str]:
+    """The pre-registered family is on name pairs: other cue types run in extension arms. A
+    cue type an arm cannot show (dialect outside the aid domain, bundles without a four-race
+    cue) is refused naming the key that lists it."""
+    decision = config["decision"]
+    listed = decision["design"].get("cues", list(cue_types.DEFAULT_CUES))
+    others = [c for c in listed if c != cue_types.NAME_PAIR]
+    if others:
+        yield (
+            f"config key decision.design.cues: {others} in the pre-registered design; its "
+            f"planned family is on name pairs (cues [{cue_types.NAME_PAIR}]): run other cue "
+            "types in an extension arm (decision.extensions.<arm>.design.cues)"
+        )
+    for arm, design in arms(config).items():
+        try:
+            DesignSettings.of(design)
+        except InputError as error:
+            if error.field != "cues":
+                continue
+            block = decision["extensions"].get(arm, {}).get("design", {})
+            key = "decision.design.cues"
+            if arm != PRIMARY and "cues" in block:
+                key = f"decision.extensions.{arm}.design.cues"
+            yield f"config key {key}: {error.message}"
+
+
+def cue_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What the prompt tables read for the cue types beyond name pairs: the first-name list
+    and the dialect translator, each only when an arm lists its cue type (else nothing)."""
+    designs = list(arms(config).values())
+    settings: dict[str, Any] = {}
+    if cue_types.uses(designs, cue_types.FIRST_NAME):
+        settings["first_names"] = config["decision"].get(
+            "first_names", cue_types.DEFAULT_FIRST_NAMES
+        )
+    if cue_types.uses(designs, cue_types.DIALECT):
+        settings["dialect"] = config["decision"].get("dialect", {})
+    return settings
 
 
 def _confounded_problems(decision: Mapping[str, Any]) -> Iterator[str]:
@@ -202,6 +245,8 @@ def resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "decision.fairfund_stimuli", path
     for path in fairfund_published(config):
         yield "decision.fairfund_published", path
+    if "first_names" in cue_settings(config):
+        yield "decision.first_names", cue_settings(config)["first_names"]
     if "prompts" in decision.get("design", {}):
         yield "decision.design.prompts", decision["design"]["prompts"]
     for arm, block in (decision.get("extensions") or {}).items():

@@ -73,3 +73,31 @@ def fisher_ci(r: float, n: int, level: float = 0.95) -> tuple[float | None, floa
     z = float(np.arctanh(np.clip(r, -R_CLIP, R_CLIP)))
     half = float(stats.norm.ppf(0.5 + level / 2)) / np.sqrt(n - 3)
     return float(np.tanh(z - half)), float(np.tanh(z + half))
+
+
+#: How :func:`fisher_z_mean` weights each correlation's z: equally, or by n - 3 (its inverse
+#: sampling variance).
+FISHER_WEIGHTS = ("equal", "n_minus_3")
+
+
+def fisher_z_mean(r: np.ndarray, n: np.ndarray | None = None, weights: str = "equal") -> float:
+    """The average of correlations on the Fisher-z scale, ``tanh(mean(atanh(r)))``: NaN
+    correlations are skipped (NaN when none is left), |r| is clipped to :data:`R_CLIP` first.
+
+    ``weights``: ``"equal"`` averages the z values unweighted; ``"n_minus_3"`` weights each by
+    its ``n`` - 3 (its inverse sampling variance; equal weights when every n - 3 is 0 or less).
+    """
+    if weights not in FISHER_WEIGHTS:
+        raise ValueError(f"weights {weights!r} is not one of {FISHER_WEIGHTS}")
+    values = np.asarray(r, dtype=np.float64)
+    valid = np.isfinite(values)
+    if not valid.any():
+        return float("nan")
+    z = np.arctanh(np.clip(values[valid], -R_CLIP, R_CLIP))
+    if weights == "n_minus_3":
+        if n is None:
+            raise ValueError("n_minus_3 weights need each correlation's n")
+        w = np.clip(np.asarray(n, dtype=np.float64)[valid] - 3.0, 0.0, None)
+        if w.sum() > 0:
+            return float(np.tanh((z * w).sum() / w.sum()))
+    return float(np.tanh(z.mean()))

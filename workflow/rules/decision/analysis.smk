@@ -328,6 +328,28 @@ rule measure_decision_bundle_designs:
         "../../scripts/measure_decision_bundle_designs.py"
 
 
+# Cue types beyond name pairs (decision.design.cues): every planned contrast per cue type, each
+# on its own rows with its composition check, and the cue types' convergent validity.
+rule estimate_decision_cues:
+    input:
+        **DECISION_FRAMES,
+        composition=decision_tables("composition")["composition"],
+        preregistration=config["decision"]["preregistration"],
+    output:
+        **decision_table_outputs("cues"),
+    params:
+        composition_alpha=decision_analysis_settings()["composition_alpha"],
+    log:
+        "logs/decision/cues.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/estimate_decision_cues.py"
+
+
 # `snakemake decision`: this study alone.
 rule decision:
     input:

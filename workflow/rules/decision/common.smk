@@ -5,6 +5,7 @@ from cueaudit.decision import study as decision_study  # noqa: E402
 from cueaudit.decision.formats import DEFAULT_PROMPTS  # noqa: E402
 from cueaudit.decision.preregistration import load_preregistration  # noqa: E402
 from cueaudit.decision.prompts import PRIMARY, expected_counts, tier_summary  # noqa: E402
+from cueaudit.decision.prompts import expected_counts_by_cue  # noqa: E402
 from cueaudit.decision.build import design_tier_counts  # noqa: E402
 from cueaudit.decision.study import PREREGISTRATION_CHECK, REGISTERED_FILES  # noqa: E402
 
@@ -52,6 +53,18 @@ def decision_fairfund_stimuli():
 def decision_fairfund_published():
     """FairFund-Bench's published contrasts when an arm runs the aid domain (else none)."""
     return decision_study.fairfund_published(config)
+
+
+def decision_cue_settings():
+    """The first-name list and dialect translator of the cue types beyond name pairs, each
+    only when an arm lists its cue type (cueaudit.decision.study.cue_settings)."""
+    return decision_study.cue_settings(config)
+
+
+def decision_first_names():
+    """The first_name cue's list when an arm lists the cue (else none)."""
+    settings = decision_cue_settings()
+    return [settings["first_names"]] if "first_names" in settings else []
 
 
 def decision_arm_models(arm):
@@ -158,6 +171,8 @@ DECISION_TABLES["wording"] = ["wording"]
 DECISION_TABLES["reasoning_paired"] = ["reasoning_paired"]
 # The exploratory bundle types: ties and recognition by type, position against demographics.
 DECISION_TABLES["bundle_designs"] = ["recognition_ties_by_type", "position_vs_demographics"]
+# Cue types beyond name pairs: the contrasts per cue type and their convergent validity.
+DECISION_TABLES["cues"] = ["cue_contrasts", "cue_validity"]
 DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]
 # Per model, mode and paraphrase (exploratory): the contrasts, their heterogeneity, race x
 # gender cells and the mode differences of each contrast; the per-model forest.
@@ -209,7 +224,7 @@ def decision_plan_config():
         decision_config(),
         "design", "extensions", "models", "profiles", "profiles_format", "strip_suffixes",
         "name_pairs", "hobbies", "neighbourhoods", "fairfund_stimuli", "plan",
-    )
+    ) | decision_cue_settings()
     models = {
         name: config_slice(spec, "seeds", "pricing", "throughput")
         for name, spec in config["models"].items()
@@ -263,6 +278,10 @@ def decision_request_count():
             f"{name}: {per_run} prompts per model x seed ({listed}); "
             f"{runs} model x seed runs: {per_run * runs} requests"
         )
+        by_cue = expected_counts_by_cue(design, tiers, profiles_file=profiles)
+        if list(by_cue) != ["name_pair"]:
+            cues = ", ".join(f"{cue} {sum(n.values())}" for cue, n in by_cue.items())
+            lines.append(f"{name}: prompts per model x seed by cue type: {cues}")
         lines.append(f"{name}: {tier_summary(design, tiers)}")
         total += per_run * runs
     lines.append(f"decision audit in total: {total} requests")

@@ -34,11 +34,13 @@ rule build_decision_prompts:
         terms=config["decision"]["demographic_terms"],
         prompts=decision_prompt_resources(),
         fairfund_stimuli=decision_fairfund_stimuli(),
+        first_names=decision_first_names(),
     output:
         decision_prompt_tables(),
     params:
         tasks=decision_task_names(),
         designs=decision_arms(),
+        **config_slice(decision_cue_settings(), "dialect"),
         **config_slice(
             config["decision"], "profiles_format", "strip_suffixes", "audit_cues", "allowed_phrases"
         ),

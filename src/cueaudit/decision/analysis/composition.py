@@ -31,6 +31,9 @@ Two subsamples are tested (column ``subsample``):
     tests below ``alpha``), and the analysis goes on, unless ``stop`` (the config's
     ``decision.analysis.stop_on_differential_nonresponse``) makes it raise.
 
+Each cue type of an arm (:mod:`cueaudit.decision.cues`) is its own subsample (``cue``; its
+tests' names start ``cue <type>:``), since every cue type's contrasts are estimated apart.
+
 An arm whose design is confounded by construction (``name_assignment: fixed_per_profile``,
 the paper's wording arm) is checked the same way but never stops the analysis: its failed
 design tests are reported (``passed`` false, the note naming the cells), and
@@ -53,6 +56,7 @@ import polars as pl
 
 from cueaudit.decision.analysis.frames import PRIMARY, AnalysisFrames
 from cueaudit.decision.analysis.instrument import complete_rankings
+from cueaudit.decision.cues import NAME_PAIR
 from cueaudit.decision.design import (
     CONTRASTS,
     CompositionError,
@@ -207,6 +211,7 @@ def check_with_flags(
     alpha: float = ALPHA,
     stop: bool = False,
     confounded: bool = False,
+    cue: str = NAME_PAIR,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The COMPOSITION table (:func:`check_analysis_subsamples`) and the offending cells of
     its failed tests (:data:`FLAGS_SCHEMA`): in a failed design test every cell whose count
@@ -214,9 +219,11 @@ def check_with_flags(
     all), in a failed analysed test the cells with a Pearson residual of at least
     :data:`FLAG_RESIDUAL` in size (the ones that drive the test). An arm ``confounded`` by
     construction (its design's ``name_assignment: fixed_per_profile``) never stops: its
-    failures are the finding, reported in both tables."""
-    part = frames.arm(arm)
+    failures are the finding, reported in both tables. ``cue``: the cue type whose rows are
+    checked (name pairs by default)."""
+    part = frames.arm(arm, cue)
     prefix = "" if arm == PRIMARY else f"arm {arm}: "
+    prefix += "" if cue == NAME_PAIR else f"cue {cue}: "
     design: list[tuple[CompositionTest, pl.DataFrame, tuple[str, ...]]] = []
     analysed: list[tuple[CompositionTest, pl.DataFrame, tuple[str, ...]]] = []
     for name, rows, parsed, column, contrasts in _subsamples(part, prefix):

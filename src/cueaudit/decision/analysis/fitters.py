@@ -63,10 +63,13 @@ from cueaudit.decision.analysis.design_matrix import (
 )
 from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.errors import InputError
-from cueaudit.stats.mixed import MixedResult, fit_crossed_lmm
+from cueaudit.stats.mixed import RESIDUAL, MixedResult, fit_crossed_lmm
 from cueaudit.stats.multiplicity import TTest, WaldTest
 from cueaudit.stats.robust import ClusterRobust, cluster_robust, gls_weights, influence
 from cueaudit.stats.rologit import expected_rank_gain, expected_rank_gain_se, fit_rologit
+
+#: A residual variance at most this share of the outcome's variance (or of 1) is an exact fit.
+EXACT_FIT: Final = 1e-10
 
 
 @dataclass(frozen=True)
@@ -305,6 +308,10 @@ def fit_lmm(
         res = fit_crossed_lmm(design.y, x, groups, names, start=theta)
     except InputError as error:
         return str(error)
+    if not res.variance_components[RESIDUAL] > EXACT_FIT * max(float(np.var(design.y)), 1.0):
+        # no residual variance: the Satterthwaite t test has nothing to test against (and
+        # its deviance Hessian is singular), as in a cell of a few answers fitted exactly
+        return "the answers are fitted exactly (no residual variance): nothing to test against"
     robust = None
     if inference and design.format == "rank":
         assert design.cluster is not None

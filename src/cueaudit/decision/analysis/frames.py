@@ -25,9 +25,12 @@ The analyses never query DuckDB themselves: :func:`load_frames` reads the
     text and for prompt tables built before the options were rotated).
 
 Every frame has ``generated``, when the model generated the answer (seconds since the epoch;
-null for older response shards and simulated answers), and ``arm``: ``"primary"`` for the
+null for older response shards and simulated answers), ``arm``: ``"primary"`` for the
 pre-registered design, else the name of the extension block that produced the prompt; only
-the primary arm enters the planned family.
+the primary arm enters the planned family; and ``cue``, the cue type that signalled race and
+gender (:mod:`cueaudit.decision.cues`: ``name_pair``, also for prompt tables built before the
+factor existed, ``first_name``, ``explicit``, ``dialect``). :meth:`AnalysisFrames.arm` gives
+one arm's rows of one cue type (name pairs by default), so no analysis pools cue types.
 The simulator (:mod:`cueaudit.decision.analysis.simulate`) writes frames of the same schemas.
 """
 
@@ -40,6 +43,7 @@ from typing import Final
 import duckdb
 import polars as pl
 
+from cueaudit.decision.cues import CUE_TYPES, NAME_PAIR
 from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.decision.probes import FAIRNESS_OPTION
 from cueaudit.decision.prompts import PRIMARY
@@ -53,6 +57,7 @@ _DESIGN: Final = {
     "seed": pl.Int64(),
     "task": pl.String(),
     "arm": pl.String(),
+    "cue": pl.String(),
     "domain": pl.String(),
     "mode": pl.String(),
     "paraphrase": pl.String(),
@@ -124,11 +129,20 @@ class AnalysisFrames:
         for name, schema in SCHEMAS.items():
             check_frame(getattr(self, name), schema, name)
 
-    def arm(self, arm: str = PRIMARY) -> AnalysisFrames:
-        """Only the rows of one arm (the pre-registered design by default)."""
-        return AnalysisFrames(
-            *(getattr(self, name).filter(pl.col("arm") == arm) for name in SCHEMAS)
-        )
+    def arm(self, arm: str = PRIMARY, cue: str | None = NAME_PAIR) -> AnalysisFrames:
+        """Only the rows of one arm (the pre-registered design by default) and one cue type
+        (name pairs by default, a null cue counting as name pairs; None: every cue type)."""
+        keep = pl.col("arm") == arm
+        if cue is not None:
+            keep = keep & (pl.col("cue").fill_null(NAME_PAIR) == cue)
+        return AnalysisFrames(*(getattr(self, name).filter(keep) for name in SCHEMAS))
+
+    def cues(self) -> list[str]:
+        """The cue types with rows, in :data:`cueaudit.decision.cues.CUE_TYPES` order."""
+        present: set[str] = set()
+        for name in SCHEMAS:
+            present |= set(getattr(self, name)["cue"].fill_null(NAME_PAIR).to_list())
+        return [c for c in CUE_TYPES if c in present] + sorted(present - set(CUE_TYPES))
 
 
 def check_frame(frame: pl.DataFrame, schema: Mapping[str, pl.DataType], name: str) -> None:
@@ -216,6 +230,9 @@ def frames_of(rows: pl.DataFrame, points: str = POINTS_RULES[0]) -> AnalysisFram
     points scale ``points``."""
     if "arm" not in rows.columns:
         rows = rows.with_columns(arm=pl.lit(PRIMARY))
+    # prompt tables built before the cue factor have no cue: they showed name pairs
+    cue = pl.col("cue").fill_null(NAME_PAIR) if "cue" in rows.columns else pl.lit(NAME_PAIR)
+    rows = rows.with_columns(cue.cast(pl.String).alias("cue"))
     for column, dtype in _ANSWER_COLUMNS.items():
         if column not in rows.columns:
             rows = rows.with_columns(pl.lit(None, dtype=dtype).alias(column))

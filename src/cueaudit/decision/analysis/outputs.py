@@ -18,10 +18,11 @@ The rules run in this order, each reading only files the one before wrote:
 4. :func:`write_figures`.
 
 Beside them, the extension arms' own analyses: :func:`write_wording` (the wording arm, by
-paraphrase and paraphrase × group) and :func:`write_reasoning_paired` (a rerun with reasoning
-on against the same model without); and :func:`write_bundle_designs`, the paper's two open
+paraphrase and paraphrase × group), :func:`write_reasoning_paired` (a rerun with reasoning
+on against the same model without), :func:`write_bundle_designs`, the paper's two open
 questions on the exploratory bundle types (recognition against ties by bundle type, position
-against demographics at equal precision).
+against demographics at equal precision), and :func:`write_cues` (cue types beyond name pairs:
+their contrasts and their convergent validity).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from cueaudit.decision.analysis import (
     bundle_designs,
     composition,
     contrasts,
+    cues,
     figures,
     heterogeneity,
     instrument,
@@ -51,6 +53,7 @@ from cueaudit.decision.analysis import (
     wording,
 )
 from cueaudit.decision.analysis.frames import (
+    NAME_PAIR,
     POINTS_RULES,
     PRIMARY,
     SCHEMAS,
@@ -123,14 +126,16 @@ def write_composition(
     """The composition check of every arm the analyses estimate (the primary design and each
     extension); the first design failure stops the job, a failed analysed subsample too when
     ``stop``, except in ``confounded_arms`` (a design's ``name_assignment:
-    fixed_per_profile``), whose failures are reported. ``flags_out``: the offending cells of
-    every failed test (:func:`.composition.check_with_flags`)."""
+    fixed_per_profile``), whose failures are reported. Each cue type of an arm is checked on
+    its own rows. ``flags_out``: the offending cells of every failed test
+    (:func:`.composition.check_with_flags`)."""
     arms = [PRIMARY, *extension_arms(frames)]
     checked = [
         composition.check_with_flags(
-            frames, arm=arm, alpha=alpha, stop=stop, confounded=arm in confounded_arms
+            frames, arm=arm, alpha=alpha, stop=stop, confounded=arm in confounded_arms, cue=cue
         )
         for arm in arms
+        for cue in frames.arm(arm, cue=None).cues() or [NAME_PAIR]
     ]
     table = pl.concat([t for t, _ in checked])
     write_table(table, out, "Decision audit: composition of every analysed subsample")
@@ -509,3 +514,33 @@ def write_bundle_designs(frames: AnalysisFrames, out: Mapping[str, str]) -> None
     }
     for name, (table, title) in tables.items():
         write_table(table, out[name], title)
+
+
+def write_cues(
+    frames: AnalysisFrames,
+    *,
+    preregistration: str,
+    composition_alpha: float,
+    out: Mapping[str, str],
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Cue types beyond name pairs (:mod:`.cues`, exploratory): every planned contrast each
+    cue type can express, on its own rows with its composition check, and the convergent
+    validity of the cue types (correlations of their per-profile disparities, Fisher-z
+    averaged over models); intervals at the pre-registration's alpha. Both tables are empty
+    when no arm shows a cue type beyond name pairs."""
+    prereg = load_preregistration(preregistration)
+    table = cues.cue_contrasts(
+        frames, prereg, alpha=prereg.alpha, composition_alpha=composition_alpha
+    )
+    write_table(
+        table,
+        out["cue_contrasts"],
+        "Decision audit: the planned contrasts per cue type (exploratory)",
+    )
+    validity = cues.cue_validity(frames)
+    write_table(
+        validity,
+        out["cue_validity"],
+        "Decision audit: convergent validity of the cue types (exploratory)",
+    )
+    return table, validity

@@ -66,7 +66,15 @@ Probes
 
 ``model_planted`` adds a model's own planted effects to its rows (a model x group
 interaction), and ``mode_planted`` a mode's own (a mode x group interaction), by the same
-mechanisms.
+mechanisms; ``cue_planted`` a cue type's own to the rows of that
+cue type (:mod:`cueaudit.decision.cues`), and ``profile_disparity_sd`` a per-profile deviation
+of the focal group (a profile x group effect ``a_p``, times ``cue_disparity`` of the row's cue
+type), the same mechanisms again: in a Rate or Decide row it moves the expectation, in a
+ranking the lapse's choice of the focal candidate (so per profile, or per bundle, the focal
+group's deviation from the reference follows ``a_p`` under every cue type that carries it).
+The signals of cue types beyond name pairs (first names, explicit descriptors, dialect texts)
+draw their ``v`` from a stream of their own, so adding a cue type leaves the name pairs' draws
+alone.
 
 Any answer fails to parse with probability ``parse_failure`` (a null ``y``; a ranking with
 null ranks; a probe with a null label), independently of everything else, so it never biases
@@ -82,6 +90,8 @@ leaves the other parts' draws alone (common random numbers).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -105,6 +115,7 @@ from cueaudit.decision.analysis.simulation_settings import (
     SimulationSettings,
     planted_group,
 )
+from cueaudit.decision.cues import CUE_TYPES, cue_resources, is_cue_signal
 from cueaudit.decision.design import BUNDLE_SIZE, RACES
 from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
 from cueaudit.decision.profiles import load_attribute_list, load_profiles
@@ -115,7 +126,7 @@ from cueaudit.decision.prompts import (
 )
 from cueaudit.errors import InputError
 
-_DESIGN_COLUMNS: Final = ("prompt_uid", "task", "arm", "domain", "mode", "paraphrase")
+_DESIGN_COLUMNS: Final = ("prompt_uid", "task", "arm", "cue", "domain", "mode", "paraphrase")
 _CANDIDATE_COLUMNS: Final = ("profile_id", "tier", "pair_id", "race", "gender")
 
 
@@ -154,18 +165,30 @@ def build_design(settings: SimulationSettings) -> SimulationDesign:
     domains = {d for design, _ in settings.arms().values() for d in design.get("domains", ())}
     stimuli = settings.fairfund_stimuli and settings.path(settings.fairfund_stimuli)
     profiles, appeals = with_aid(profiles, pairs, stimuli or None, sorted(domains))
+    cache = settings.dialect.get("cache")
+    resources = cue_resources(
+        [design for design, _ in settings.arms().values()],
+        profiles,
+        first_names=settings.path(settings.first_names),
+        dialect=settings.dialect,
+        dialect_cache=":memory:" if cache is None else settings.path(cache),
+    )
+    build = functools.partial(
+        build_decision_prompts, profiles, pairs, hobbies, neighbourhoods, appeals=appeals
+    )
     arms = []
+    signals: set[str] = set()
     for arm, (design, models) in settings.arms().items():
         design = {**design, "prompts": str(settings.path(design.get("prompts", DEFAULT_PROMPTS)))}
-        tables = build_decision_prompts(
-            profiles, pairs, hobbies, neighbourhoods, design, arm, appeals=appeals
-        )
+        tables = build(design, arm, cue_resources=resources)
         labels = probe_labels(design["prompts"])
         arms.append(_arm_design(arm, models, tables, labels))
+        for table in (arms[-1].judgements, arms[-1].rankings):
+            signals |= {p for p in table["pair_id"].drop_nulls() if is_cue_signal(p)}
     return SimulationDesign(
         tuple(arms),
         tuple(sorted(profiles["profile_id"].to_list())),
-        tuple(sorted(pairs["pair_id"].to_list())),
+        tuple(sorted(pairs["pair_id"].to_list()) + sorted(signals)),
     )
 
 
@@ -264,6 +287,10 @@ class _Latent:
     pair: dict[str, float]
     model: dict[str, float]
     model_pair: dict[str, float]  # keyed "model\x1fpair"
+    #: each planted key's per-profile deviation of the focal group (profile_disparity_sd)
+    disparity: dict[tuple[str, str, str], dict[str, float]] = dataclasses.field(
+        default_factory=dict
+    )
 
     def quality(self, rows: pl.DataFrame, tiers: Mapping[str, float]) -> np.ndarray:
         both = rows.select(pl.concat_str(["model", "pair_id"], separator="\x1f")).to_series()
@@ -288,6 +315,9 @@ def _latent(
     if unknown:
         raise InputError(SOURCE, f"no profile {unknown[0]!r} in the design", "profile_quality")
     profile = profile + np.array([settings.profile_quality.get(p, 0.0) for p in profile_ids])
+    # the signals of cue types beyond name pairs draw from their own stream
+    signals = [p for p in pair_ids if is_cue_signal(p)]
+    pair_ids = [p for p in pair_ids if not is_cue_signal(p)]
     pair = _effects(_stream(seed, "pair"), len(pair_ids), settings.pair_sd)
     model_pair: dict[str, float] = {}
     if settings.model_pair_sd > 0:
@@ -295,24 +325,53 @@ def _latent(
             rng = _stream(seed, f"model-pair/{m}")
             draws = _effects(rng, len(pair_ids), settings.model_pair_sd)
             model_pair |= {f"{m}\x1f{k}": float(v) for k, v in zip(pair_ids, draws, strict=True)}
+    signal = _effects(_stream(seed, "pair/cue"), len(signals), settings.pair_sd)
+    disparity = {
+        key: dict(
+            zip(
+                profile_ids,
+                _effects(_stream(seed, "disparity/" + "/".join(key)), len(profile_ids), sd),
+                strict=True,
+            )
+        )
+        for key, sd in settings.profile_disparity_sd.items()
+    }
     return _Latent(
         dict(zip(profile_ids, profile.tolist(), strict=True)),
-        dict(zip(pair_ids, pair.tolist(), strict=True)),
+        dict(zip(pair_ids, pair.tolist(), strict=True))
+        | dict(zip(signals, signal.tolist(), strict=True)),
         {m: float(_effects(_stream(seed, f"model/{m}"), 1, settings.model_sd)[0]) for m in models},
         model_pair,
+        disparity,
     )
 
 
 def _planted(
-    rows: pl.DataFrame, settings: SimulationSettings, fmt_column: str | None
+    rows: pl.DataFrame,
+    settings: SimulationSettings,
+    fmt_column: str | None,
+    latent: _Latent | None = None,
 ) -> np.ndarray:
-    """The planted effect of each row (its domain, format and groups; and its model's own,
-    ``model_planted``, and its mode's own, ``mode_planted``)."""
+    """The planted effect of each row (its domain, format and groups; its model's own,
+    ``model_planted``; its mode's own, ``mode_planted``; its cue type's own, ``cue_planted``;
+    and with ``latent``, its profile's deviation of the focal group times its cue type's
+    ``cue_disparity``)."""
     total = np.zeros(rows.height)
-    planted = [(key, value, None) for key, value in settings.planted.items()]
-    for column, by in (("model", settings.model_planted), ("mode", settings.mode_planted)):
+    planted: list[tuple[tuple[str, str, str], Any, tuple[str, str] | None]] = [
+        (key, value, None) for key, value in settings.planted.items()
+    ]
+    by_factor = (
+        ("model", settings.model_planted),
+        ("mode", settings.mode_planted),
+        ("cue", settings.cue_planted),
+    )
+    for column, by in by_factor:
         for level_of, extra in by.items():
             planted += [(key, value, (column, level_of)) for key, value in extra.items()]
+    if latent is not None:
+        for key, by_profile in latent.disparity.items():
+            scale = _lookup(rows["cue"], {c: 1.0 for c in CUE_TYPES} | dict(settings.cue_disparity))
+            planted.append((key, _lookup(rows["profile_id"], by_profile) * scale, None))
     for key, value, only in planted:
         domain, fmt, _ = key
         dimension, level = planted_group(key)
@@ -338,7 +397,7 @@ def _judgements(
     for f, by_mode in settings.mode_shift.items():
         for m, value in by_mode.items():
             shift += np.where((fmt == f) & (mode == m), value, 0.0)
-    offset = shift + _planted(rows, settings, "format")
+    offset = shift + _planted(rows, settings, "format", latent)
     rate = fmt == "rate"
     expected = (
         np.where(
@@ -367,11 +426,15 @@ def _judgements(
     )
 
 
-def _rank_effects(rows: pl.DataFrame, settings: SimulationSettings) -> np.ndarray:
-    """Each candidate's planted points effect ``d`` before ties (see the module docstring)."""
+def _rank_effects(
+    rows: pl.DataFrame, settings: SimulationSettings, latent: _Latent | None = None
+) -> np.ndarray:
+    """Each candidate's planted points effect ``d`` before ties (see the module docstring);
+    the profiles' deviations (``profile_disparity_sd``) only with ``latent``."""
     kind = rows["bundle_type"]
     first = (rows["position"] == 1).to_numpy()
-    d = np.where(first, _lookup(kind, settings.position_gain), 0.0) + _planted(rows, settings, None)
+    planted = _planted(rows, settings, None, latent)
+    d = np.where(first, _lookup(kind, settings.position_gain), 0.0) + planted
     tie = _lookup(kind, settings.tie_rates)
     return np.where(tie < 1, d / np.where(tie < 1, 1.0 - tie, 1.0), 0.0)
 
@@ -399,7 +462,7 @@ def _rankings(
     shape = (n, BUNDLE_SIZE)
     quality = latent.quality(rows, settings.tier_quality).reshape(shape)
     utility = settings.rank_scale * quality + settings.rank_noise_sd * rng.standard_normal(shape)
-    d = _rank_effects(rows, settings).reshape(shape)
+    d = _rank_effects(rows, settings, latent).reshape(shape)
     spread = d - d.mean(axis=1, keepdims=True)
     lapse_rate = settings.rank_lapse
     if lapse_rate == 0 and np.any(np.abs(spread) > 1e-12):

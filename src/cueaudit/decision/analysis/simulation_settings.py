@@ -18,6 +18,7 @@ import yaml
 from cueaudit.decision.analysis.design_matrix import BASELINES
 from cueaudit.decision.analysis.frames import POINTS_RULES, PRIMARY
 from cueaudit.decision.build import design_tier_counts
+from cueaudit.decision.cues import CUE_TYPES, DEFAULT_FIRST_NAMES
 from cueaudit.decision.design import BUNDLE_TYPES, GENDERS, RACES
 from cueaudit.decision.formats import MODES
 from cueaudit.decision.profiles import TIERS
@@ -122,7 +123,16 @@ class SimulationSettings:
     rate of a probe whose bundle the same model tied in its text ranking (same seed and
     paraphrase); ``recognition`` is then the rate when it did not: a planted association of
     recognition with ties.
-    Resource paths are relative to ``root``.
+    ``cue_planted`` adds effects to the rows of one cue type only, keyed as ``planted``
+    (``{"explicit": {("hiring", "rate", "black_vs_white"): 0.3}}``): what that cue type's
+    contrast recovers. ``profile_disparity_sd`` gives each profile its own focal-group
+    deviation per planted key (a profile x group effect: normal with that SD, clipped at
+    :data:`CLIP` SDs, drawn per study), multiplied under each cue type by ``cue_disparity``
+    (default 1 for every cue type: the cue types agree; -1 under one: they disagree; 0: the
+    cue type carries none), which the convergent validity of the cue types correlates.
+    ``first_names`` (the first_name cue's list) and ``dialect`` (the dialect cue's translator,
+    as ``decision.dialect``; its ``cache`` default keeps none) serve the cue types beyond name
+    pairs. Resource paths are relative to ``root``.
     """
 
     design: Mapping[str, Any] = field(default_factory=dict)
@@ -167,6 +177,11 @@ class SimulationSettings:
     model_planted: Mapping[str, Mapping[tuple[str, str, str], float]] = field(default_factory=dict)
     mode_planted: Mapping[str, Mapping[tuple[str, str, str], float]] = field(default_factory=dict)
     recognition_if_tied: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    first_names: str = DEFAULT_FIRST_NAMES
+    dialect: Mapping[str, Any] = field(default_factory=dict)
+    cue_planted: Mapping[str, Mapping[tuple[str, str, str], float]] = field(default_factory=dict)
+    profile_disparity_sd: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
+    cue_disparity: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.models or len(set(self.models)) < len(self.models):
@@ -211,6 +226,7 @@ class SimulationSettings:
         for key in self.planted:
             planted_group(key)
         self._check_model_planted()
+        self._check_cue_effects()
         self._check_failure_by_group()
         for fmt in self.mode_shift:
             if fmt not in JUDGEMENT_BOUNDS:
@@ -231,16 +247,40 @@ class SimulationSettings:
                 if mode not in MODES[key[1]]:
                     raise InputError(SOURCE, f"{key[1]} has no mode {mode!r}", "mode_planted")
 
+    def _check_cue_effects(self) -> None:
+        by_cue = {"cue_planted": self.cue_planted, "cue_disparity": self.cue_disparity}
+        for key, values in by_cue.items():
+            unknown = sorted(set(_mapping(values, key)) - set(CUE_TYPES))
+            if unknown:
+                raise InputError(SOURCE, f"unknown cue type {unknown[0]!r}", key)
+        for cue, planted in self.cue_planted.items():
+            for key in _mapping(planted, f"cue_planted.{cue}"):
+                planted_group(key)
+        for key, sd in _mapping(self.profile_disparity_sd, "profile_disparity_sd").items():
+            planted_group(key)
+            if not (np.isfinite(sd) and sd >= 0):
+                raise InputError(SOURCE, "a non-negative SD", "profile_disparity_sd")
+        if not all(np.isfinite(list(self.cue_disparity.values()))):
+            raise InputError(SOURCE, "finite multipliers", "cue_disparity")
+
+    def disparity_reach(self, fmt: str) -> float:
+        """The largest per-profile deviation ``profile_disparity_sd`` can give a row of
+        ``fmt`` (clipped draws, the largest cue multiplier)."""
+        sds = [sd for key, sd in self.profile_disparity_sd.items() if key[1] == fmt]
+        scale = max([1.0, *(abs(v) for v in self.cue_disparity.values())])
+        return CLIP * max([0.0, *sds]) * scale
+
     def planted_scenarios(self) -> list[dict[tuple[str, str, str], float]]:
-        """The planted effects of every model and mode: the common ones, and with each
-        model's own and each mode's own added (the bounds hold for all)."""
+        """The planted effects of every model, mode and cue type: the common ones, and with
+        each model's, each mode's and each cue type's own added (the bounds hold for all)."""
         scenarios = []
         for by_model in ({}, *self.model_planted.values()):
             for by_mode in ({}, *self.mode_planted.values()):
-                merged = dict(self.planted)
-                for key, value in [*by_model.items(), *by_mode.items()]:
-                    merged[key] = merged.get(key, 0.0) + value
-                scenarios.append(merged)
+                for by_cue in ({}, *self.cue_planted.values()):
+                    merged = dict(self.planted)
+                    for key, value in [*by_model.items(), *by_mode.items(), *by_cue.items()]:
+                        merged[key] = merged.get(key, 0.0) + value
+                    scenarios.append(merged)
         return scenarios
 
     def _check_failure_by_group(self) -> None:
@@ -282,6 +322,7 @@ class SimulationSettings:
         center = self.rate_center if fmt == "rate" else self.decide_center
         spread = CLIP * (self.profile_sd + self.pair_sd + self.model_sd + self.model_pair_sd)
         spread += max([0.0, *(abs(v) for v in self.profile_quality.values())])
+        disparity = self.disparity_reach(fmt)
         shifts = [0.0, *self.mode_shift.get(fmt, {}).values()]
         low, high = JUDGEMENT_BOUNDS[fmt]
         largest = np.inf
@@ -292,8 +333,8 @@ class SimulationSettings:
                 for key, value in planted.items():
                     if key[0] == domain and key[1] == fmt:
                         by_dim[planted_group(key)[0]].append(value)
-                up = center + max(shifts) + sum(max(v) for v in by_dim.values())
-                down = center + min(shifts) + sum(min(v) for v in by_dim.values())
+                up = center + max(shifts) + sum(max(v) for v in by_dim.values()) + disparity
+                down = center + min(shifts) + sum(min(v) for v in by_dim.values()) - disparity
                 reach_up = max(self.tier_quality.values()) + spread
                 reach_down = spread - min(self.tier_quality.values())
                 largest = min(largest, (high - up) / reach_up, (down - low) / reach_down)
@@ -396,6 +437,8 @@ def from_config(config: Mapping[str, Any], **generative: Any) -> SimulationSetti
             "hobbies",
             "neighbourhoods",
             "fairfund_stimuli",
+            "first_names",
+            "dialect",
         )
         if k in decision
     }

@@ -13,13 +13,19 @@ import polars as pl
 from cueaudit.cues.vocabulary import NO_CUE
 from cueaudit.errors import InputError
 from cueaudit.probing.vocabulary import CUE_LABELS, DIMENSION_GROUPS, Dimension
-from cueaudit.stats.correlation import OK, R_CLIP, TOO_FEW, fisher_ci, pairwise_pearson
+from cueaudit.stats.correlation import (
+    FISHER_WEIGHTS,
+    OK,
+    TOO_FEW,
+    fisher_ci,
+    fisher_z_mean,
+    pairwise_pearson,
+)
 
 OBSERVATIONS = "observations"
 MIN_PAIR_N = 3  # fewer shared prompts than this gives r = null
 #: How ``fisher_average`` weights each model's z (config ``probing.analysis.fisher_weights``).
 FisherWeights = Literal["equal", "n_minus_3"]
-FISHER_WEIGHTS: tuple[str, ...] = ("equal", "n_minus_3")
 
 NOTE_FEW = f"fewer than {MIN_PAIR_N} shared base prompts"
 NOTE_CONSTANT = "zero variance in a deviation vector"
@@ -231,24 +237,18 @@ def fisher_average(
     require_columns(correlations, [over, *PAIR_COLUMNS, "r", "n"], "correlations")
     keys = [c for c in ("model", "task", *PAIR_COLUMNS) if c != over and c in correlations.columns]
     valid = pl.col("r").is_not_null() & pl.col("r").is_finite()
-    z = pl.col("r").cast(pl.Float64).clip(-R_CLIP, R_CLIP).arctanh()
-    w = (pl.col("n").cast(pl.Float64) - 3.0).clip(lower_bound=0.0)
     agg = correlations.group_by(keys, maintain_order=True).agg(
         n_models=valid.sum().cast(pl.Int64),
         n_min=pl.col("n").filter(valid).min().cast(pl.Int64),
-        _zw=(z * w).filter(valid).sum(),
-        _w=w.filter(valid).sum(),
-        _z=z.filter(valid).mean(),
+        _r=pl.col("r").cast(pl.Float64).filter(valid),
+        _n=pl.col("n").cast(pl.Float64).filter(valid),
     )
-    weighted = pl.col("_w") > 0 if weights == "n_minus_3" else pl.lit(False)
-    r = (
-        pl.when(pl.col("n_models") == 0)
-        .then(None)
-        .when(weighted)
-        .then((pl.col("_zw") / pl.col("_w")).tanh())
-        .otherwise(pl.col("_z").tanh())
-    )
-    out = agg.with_columns(r=r.cast(pl.Float64)).select(*keys, "r", "n_models", "n_min")
+    averaged = [
+        None if len(r) == 0 else fisher_z_mean(np.asarray(r), np.asarray(n), weights)
+        for r, n in agg.select("_r", "_n").iter_rows()
+    ]
+    agg = agg.with_columns(r=pl.Series(averaged, dtype=pl.Float64))
+    out = agg.select(*keys, "r", "n_models", "n_min")
     lead = [c for c in keys if c not in PAIR_COLUMNS]
     ranks = _pair_rank_columns(out)
     return (
