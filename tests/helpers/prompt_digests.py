@@ -22,6 +22,7 @@ from cueaudit.decision.analysis.simulation_settings import (
     paper_settings,
 )
 from cueaudit.decision.build import write_decision_prompts
+from cueaudit.decision.design import EXPLORATORY_BUNDLE_TYPES
 from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS
 from cueaudit.decision.prompts import PRIMARY, DesignSettings, arm_task
 
@@ -68,10 +69,14 @@ def _digests(settings: SimulationSettings, label: str, arms: set[str] | None) ->
             fairfund_stimuli_path=None if stimuli is None else settings.path(stimuli),
         )
         for task, path in paths.items():
+            # the exploratory bundle types add prompts; every other prompt must stay as it was
+            table = pl.read_parquet(path).filter(
+                ~pl.col("bundle_type").is_in(EXPLORATORY_BUNDLE_TYPES)
+            )
             digest = hashlib.sha256()
-            for uid, text in pl.read_parquet(path).select("prompt_uid", "text").iter_rows():
+            for uid, text in table.select("prompt_uid", "text").iter_rows():
                 digest.update(f"{uid}\t{hashlib.sha256(text.encode()).hexdigest()}\n".encode())
-            out[f"{label}/{task}"] = [len(pl.read_parquet(path)), digest.hexdigest()]
+            out[f"{label}/{task}"] = [table.height, digest.hexdigest()]
     return out
 
 

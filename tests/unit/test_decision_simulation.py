@@ -182,8 +182,9 @@ def test_paper_settings_have_the_paper_size() -> None:
 
 
 def test_a_planted_rating_is_the_difference_of_expected_ratings() -> None:
-    """Identity link: the expected rating (``score``) moves by exactly the planted points."""
-    study = settings(pair_sd=0.0, planted={("hiring", "rate", "black_vs_white"): RATE})
+    """Identity link: the expected rating (``score``, here without each answer's own
+    deviation) moves by exactly the planted points."""
+    study = settings(pair_sd=0.0, score_sd={}, planted={("hiring", "rate", "black_vs_white"): RATE})
     out = simulate(study, 3).judgements.filter(pl.col("mode") == "text")
     means = out.group_by("domain", "format", "race").agg(pl.col("score").mean())
     means = {(d, f, r): v for d, f, r, v in means.iter_rows()}

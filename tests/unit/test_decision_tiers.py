@@ -289,10 +289,11 @@ def test_the_build_refuses_a_count_that_ignores_the_tiers(
     assert counts == {"decision_rate_text": 1280}
     assert pl.read_parquet(out / "decision_rate_text.parquet").height == 1280
 
-    def nominal(settings: Any, tiers: Any = None, **_: Any) -> dict[str, int]:
-        return expected_counts(settings)  # the count before the tier rule: 4 in every tier
+    def nominal(settings: Any, tiers: Any = None, **_: Any) -> dict[str, dict[str, int]]:
+        # the count before the tier rule: 4 in every tier (the name-pair cue alone)
+        return {"name_pair": expected_counts(settings)}
 
-    monkeypatch.setattr(decision_build, "expected_counts", nominal)
+    monkeypatch.setattr(decision_build, "expected_counts_by_cue", nominal)
     with pytest.raises(InputError) as err:
         _write(tmp_path / "wrong", AFB, design)
     assert "row counts (built, expected) differ: {'decision_rate_text': (1280, 1440)}" in str(

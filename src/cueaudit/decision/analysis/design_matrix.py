@@ -29,8 +29,9 @@ from cueaudit.errors import InputError
 #: The reference level of each contrast dimension, and the column that holds it.
 BASELINES: Final[Mapping[str, str]] = {"race": "White", "gender": "male"}
 DIMENSION_COLUMNS: Final[Mapping[str, str]] = {"race": "race", "gender": "gender"}
-#: Design factors entered as fixed effects whenever they vary within a cell.
-NUISANCE: Final = ("model", "mode", "paraphrase")
+#: Design factors entered as fixed effects whenever they vary within a cell (the cue type only
+#: where a fit pools cue types, as a specification of the curve may).
+NUISANCE: Final = ("model", "mode", "paraphrase", "cue")
 #: The ranking covariates' dummies: positions 2-4 and the tiers below the first (the
 #: baselines are position 1 and tier clear_yes).
 POSITION_DUMMIES: Final = tuple(range(2, BUNDLE_SIZE + 1))

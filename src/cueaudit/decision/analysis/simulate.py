@@ -80,7 +80,8 @@ Any answer fails to parse with probability ``parse_failure`` (a null ``y``; a ra
 null ranks; a probe with a null label), independently of everything else, so it never biases
 a contrast; ``failure_by_group`` raises it for one model's Rate and Decide answers about one
 race or gender (a differential non-response). Option scores (``score``) are the expectation
-of the answer (``m``, or the probability of yes) for text answers and null for tool calls.
+of the answer (``m``, or the probability of yes) plus the answer's own deviation
+(``score_sd``) for text answers, and null for tool calls.
 
 Draws come from :class:`numpy.random.Generator` streams named by their role (profile, pair,
 model, each arm's table), each seeded from ``(seed, crc32(role))``: a study is a
@@ -420,9 +421,14 @@ def _judgements(
             dimension = "race" if level in RACES else "gender"
             failure += value * ((rows["model"] == model) & (rows[dimension] == level)).to_numpy()
     parsed = u[:, 6] >= failure
+    # drawn after every other draw of the stream, so the answers are those without it
+    deviation = rng.standard_normal(n) * np.where(
+        rate, settings.score_sd.get("rate", 0.0), settings.score_sd.get("decide", 0.0)
+    )
+    score = expected + deviation
     return rows.with_columns(
         y=pl.Series(np.where(parsed, y, np.nan)).fill_nan(None),
-        score=pl.Series(np.where(parsed & (mode == "text"), expected, np.nan)).fill_nan(None),
+        score=pl.Series(np.where(parsed & (mode == "text"), score, np.nan)).fill_nan(None),
     )
 
 

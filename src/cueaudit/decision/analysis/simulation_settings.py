@@ -106,6 +106,10 @@ class SimulationSettings:
     bundle type and ``recognition`` the recognition rate per probe and bundle type (both
     completed from the paper's defaults, :data:`TIE_RATES` and :data:`RECOGNITION`);
     ``mode_shift`` a shift of the expected answer per format and mode (e.g. tool calls).
+    ``score_sd`` (per format) is the SD of each text answer's own deviation of its option-score
+    expectation (``score``) from the expected answer: what one prompt moves the model's
+    probabilities by beyond the design's effects (without it the expectation is an exact
+    function of the design and an lmm has no residual to test against).
     ``profile_quality`` adds a fixed quality to profiles by id (applications of unequal
     quality within a tier, beyond the random ``profile_sd``).
     ``failure_by_group`` adds to ``parse_failure`` per model and race or gender level, for
@@ -156,6 +160,7 @@ class SimulationSettings:
     rate_center: float = 3.0
     rate_scale: float = 1.0
     rate_spread: float = 0.3
+    score_sd: Mapping[str, float] = field(default_factory=lambda: {"rate": 0.15, "decide": 0.03})
     decide_center: float = 0.5
     decide_scale: float = 0.25
     mode_shift: Mapping[str, Mapping[str, float]] = field(
@@ -231,6 +236,11 @@ class SimulationSettings:
         for fmt in self.mode_shift:
             if fmt not in JUDGEMENT_BOUNDS:
                 raise InputError(SOURCE, f"mode shifts exist for {list(JUDGEMENT_BOUNDS)}", fmt)
+        for fmt, sd in _mapping(self.score_sd, "score_sd").items():
+            if fmt not in JUDGEMENT_BOUNDS or not sd >= 0:
+                raise InputError(
+                    SOURCE, f"a non-negative SD for {list(JUDGEMENT_BOUNDS)}", f"score_sd.{fmt}"
+                )
         for fmt in JUDGEMENT_BOUNDS:
             self._check_bounds(fmt)
 

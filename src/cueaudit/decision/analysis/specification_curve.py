@@ -16,8 +16,10 @@ whole curve against the null (Simonsohn, Simmons & Nelson 2020; the array-level 
   that is not a column of the frames is no choice (null in the table). A new design column is
   one more entry of :data:`DESIGN_CHOICES`;
 - ``bundle_type`` (Rank only, :data:`RANK_BUNDLE_CHOICES`): ``disguised_demographic`` (the
-  family's estimand), ``demographic_matched`` (one profile under four names), and the two
-  pooled, which the paper showed dilutes the estimand;
+  family's estimand), ``demographic_matched`` (one profile under four names), the two pooled,
+  which the paper showed dilutes the estimand, and the exploratory ``paraphrase_matched`` (one
+  profile, one line worded four ways) and ``position_balanced`` (two Black and two White
+  candidates, race orthogonal to the half of the list) where the design has them;
 - ``estimator``: every :data:`~cueaudit.decision.analysis.fitters.FITTERS` entry that fits the
   format (lmm; for Rank also the rank-ordered logit);
 - ``outcome`` (:data:`OUTCOMES`): ``answer``, the parsed answer; ``expectation``, the option-
@@ -95,11 +97,15 @@ from cueaudit.stats.specification_curve import (
 DESIGN_CHOICES: Final = ("mode", "paraphrase", "model", "cue")
 #: The value of a design factor whose levels are pooled.
 POOLED: Final = "all"
-#: The rank cell's bundle choices: the family's estimand, the matched bundles, both pooled.
+#: The rank cell's bundle choices: the family's estimand, the matched bundles, both pooled, and
+#: the exploratory types whose candidates differ in a demographic (a type the design lacks
+#: gives no specification).
 RANK_BUNDLE_CHOICES: Final[Mapping[str, tuple[str, ...]]] = {
     RANK_BUNDLE_TYPES[0]: RANK_BUNDLE_TYPES,
     "demographic_matched": ("demographic_matched",),
     "all demographic bundles": (*RANK_BUNDLE_TYPES, "demographic_matched"),
+    "paraphrase_matched": ("paraphrase_matched",),
+    "position_balanced": ("position_balanced",),
 }
 #: The outcome sources and the formats that have them.
 OUTCOMES: Final[Mapping[str, tuple[str, ...]]] = {
@@ -252,7 +258,7 @@ def specifications(frames: AnalysisFrames) -> Iterator[Specification]:
     """Every combination of choices with rows, in the order arm, domain, format, outcome,
     bundle type, then the design factors (pooled first)."""
     for arm in _arms(frames):
-        data = frames.arm(arm)
+        data = frames.arm(arm, cue=None)
         for domain, fmt in _cells(data):
             bundles = RANK_BUNDLE_CHOICES.items() if fmt == "rank" else [(None, RANK_BUNDLE_TYPES)]
             for outcome, formats in OUTCOMES.items():
