@@ -69,6 +69,11 @@ def child(step: str, repeat: int, smoke: bool) -> dict[str, Any]:
     from cueaudit.decision.preregistration import load_preregistration
 
     settings = paper_settings(ROOT)
+    if not settings.path(settings.fairfund_stimuli or "").is_file():
+        # FairFund-Bench's stimuli are not shipped (shared/data beside the checkout): the
+        # paper's aid arm, which needs them, is left out
+        aid_free = {a: e for a, e in settings.extensions.items() if a != "fairfund_aid"}
+        settings = dataclasses.replace(settings, extensions=aid_free, fairfund_stimuli=None)
     if smoke:  # the default config's design, with the paper's extensions
         small = config_settings(ROOT, "config/config.yaml")
         settings = dataclasses.replace(settings, design=small.design, models=("m1", "m2"))
