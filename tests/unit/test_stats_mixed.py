@@ -135,6 +135,12 @@ def test_bad_input_is_refused() -> None:
         fit_crossed_lmm(y, x, groups, NAMES[:2])
     with pytest.raises(InputError, match="non-finite"):
         fit_crossed_lmm(np.where(np.arange(len(y)) == 3, np.nan, y), x, groups, NAMES)
+    # four answers, three fixed effects, five random levels (a specification-curve cell of the
+    # default run under a permutation): at some variances the profiled criterion is singular
+    tiny_x = np.array([[1.0, 0.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    tiny_groups = {"profile_id": np.array([1, 0, 0, 0]), "pair_id": np.array([1, 0, 1, 2])}
+    with pytest.raises(InputError, match="not identifiable from 4 observations"):
+        fit_crossed_lmm(np.array([3.0, 1.0, 3.0, 5.0]), tiny_x, tiny_groups, ["a", "b", "c"])
 
 
 # (planted contrast, SDs of profile, pair, bundle and residual): +0.047 rating points, and

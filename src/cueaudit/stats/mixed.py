@@ -402,14 +402,23 @@ def fit_crossed_lmm(
     r = sum(n_levels[f] for f in order[1:])
     with _blas_threads(r + p + 1):
         design = _design(y, x, [codes[f] for f in order])
-        fit = optimize.minimize(
-            lambda t: _criterion(design, t),
-            np.array([float((start or {}).get(f, 1.0)) ** 2 for f in order]),
-            jac=True,
-            method="L-BFGS-B",
-            bounds=[(0.0, None)] * n_factors,
-            options={"ftol": 1e-12, "gtol": 1e-6, "maxiter": 1000},
-        )
+        try:
+            fit = optimize.minimize(
+                lambda t: _criterion(design, t),
+                np.array([float((start or {}).get(f, 1.0)) ** 2 for f in order]),
+                jac=True,
+                method="L-BFGS-B",
+                bounds=[(0.0, None)] * n_factors,
+                options={"ftol": 1e-12, "gtol": 1e-6, "maxiter": 1000},
+            )
+        except np.linalg.LinAlgError as error:
+            # a few rows whose fixed effects the random effects can absorb: at some variances
+            # the profiled criterion has no solution (seen at 4 rows, 3 fixed effects)
+            raise InputError(
+                "mixed model",
+                f"not identifiable from {n} observations for {p} fixed effects and "
+                f"{sum(n_levels.values())} random levels ({error})",
+            ) from error
         phi = np.asarray(fit.x, dtype=np.float64)
         _, m, _ = _reduced(design, phi)
         try:
