@@ -83,7 +83,12 @@ def decision_config(profiles_per_tier: int = 1) -> dict:
         "cues": {},
         "models": tiny_config()["models"],
         "seeds": [0],
-        "decision": {**{k: str(ROOT / v) for k, v in files.items()}, "design": design},
+        "decision": {
+            **{k: str(ROOT / v) for k, v in files.items()},
+            "design": design,
+            # the curve's tables, not its calibration (tests/unit): few relabellings
+            "analysis": {"specification_curve": {"permutations": 9}},
+        },
     }
 
 

@@ -24,7 +24,7 @@ def arms_config() -> dict:
     decision["design"] |= {"tasks": ["decision_rate_text"], "probe_bundles": 0}
     # the confounded arm's 12 prompts give its race x profile table p = 0.06 (chi-square 12
     # on 6 df): flagged at this level, not at the default 0.001
-    decision["analysis"] = {"composition_alpha": 0.1}
+    decision["analysis"] |= {"composition_alpha": 0.1}
     wording = {"paraphrases": 2, "name_assignment": "crossed"}
     decision["extensions"] = {
         "wording": {"extension": True, "design": wording},

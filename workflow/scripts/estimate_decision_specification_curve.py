@@ -18,5 +18,6 @@ summary = write_specification_curve(
     lock=snakemake.params.lock,
     settings=snakemake.params.settings,
     out=snakemake.output,
+    workers=snakemake.threads,
 )
 log.info("\n%s", summary)

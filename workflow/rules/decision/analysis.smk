@@ -236,6 +236,7 @@ rule estimate_decision_specification_curve:
         "logs/decision/specification_curve.log",
     conda:
         "../../../envs/analysis.yaml"
+    threads: 2
     resources:
         mem_mb=4000,
         runtime=240,

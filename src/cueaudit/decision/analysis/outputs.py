@@ -435,11 +435,13 @@ def write_specification_curve(
     lock: str,
     settings: Mapping[str, Any],
     out: Mapping[str, str],
+    workers: int = 1,
 ) -> pl.DataFrame:
     """Every specification of the design's choices for each contrast of interest with its
     verdict, and per contrast the curve's counts, statistics and permutation tests
     (:mod:`.specification_curve`, exploratory), labelled as the lock allows. ``settings``
-    is ``decision.analysis.specification_curve``."""
+    is ``decision.analysis.specification_curve``; the permutations are refitted in
+    ``workers`` processes."""
     prereg, state = _lock_state(frames, registration, lock)
     curve, summary = specification_curve.specification_curve(
         frames,
@@ -449,6 +451,7 @@ def write_specification_curve(
         alpha=settings.get("alpha"),
         seed=settings["seed"],
         pre_registered=state,
+        workers=workers,
     )
     write_table(
         curve,

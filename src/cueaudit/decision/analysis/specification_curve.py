@@ -52,9 +52,12 @@ when there are no more than asked for, else a sample without replacement, as the
 
 from __future__ import annotations
 
+import functools
 import itertools
+import multiprocessing
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Final
 
@@ -470,6 +473,29 @@ def _permutation_note(null: _Null) -> str:
     )
 
 
+def _null_points(
+    specs: Sequence[Specification],
+    contrasts: Sequence[ContrastSpec],
+    starts: Sequence[CellFit],
+    relabel: tuple[str, Sequence[str]],
+    alpha: float,
+    labels: np.ndarray,
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Every specification refitted under each row of ``labels`` (the labels of the name
+    pairs ``relabel[1]`` in ``relabel[0]``): each contrast's estimates and p-values, one row
+    per relabelling."""
+    column, pair_ids = relabel
+    k = sum(len(estimators_for(spec.format)) for spec in specs)
+    out = {c.contrast: (np.full((len(labels), k), np.nan), np.full((len(labels), k), np.nan))
+           for c in contrasts}  # fmt: skip
+    for i, row in enumerate(labels):
+        mapping = dict(zip(pair_ids, [str(v) for v in row], strict=True))
+        for j, (_, fit) in enumerate(_fits(specs, contrasts, (column, mapping), starts)):
+            for c in contrasts:
+                out[c.contrast][0][i, j], out[c.contrast][1][i, j] = _curve_point(fit, c, alpha)
+    return out
+
+
 def _permutation_tests(
     specs: Sequence[Specification],
     contrasts: Sequence[ContrastSpec],
@@ -480,9 +506,11 @@ def _permutation_tests(
     permutations: int,
     alpha: float,
     seed: int,
+    workers: int = 1,
 ) -> dict[str, _Null]:
     """Each contrast's curve test against its dimension's relabellings (one set per dimension,
-    shared by its contrasts), every specification refitted under each."""
+    shared by its contrasts), every specification refitted under each, the relabellings split
+    over ``workers`` processes (the result does not depend on how many)."""
     pairs = name_pair_groups(frames)
     out: dict[str, _Null] = {}
     for dimension in dict.fromkeys(c.dimension for c in contrasts):
@@ -493,16 +521,18 @@ def _permutation_tests(
             pairs[dimension].to_list(), strata, permutations, rng
         )
         specs_d = [c for c in contrasts if c.dimension == dimension]
-        k = len(observed[specs_d[0].contrast][0])
-        b = relabellings.labels.shape[0]
-        null_y = {c.contrast: np.full((b, k), np.nan) for c in specs_d}
-        null_p = {c.contrast: np.full((b, k), np.nan) for c in specs_d}
-        for i, labels in enumerate(relabellings.labels):
-            mapping = dict(zip(pairs[PAIR].to_list(), [str(v) for v in labels], strict=True))
-            column = DIMENSION_COLUMNS[dimension]
-            for j, (_, fit) in enumerate(_fits(specs, specs_d, (column, mapping), starts)):
-                for c in specs_d:
-                    null_y[c.contrast][i, j], null_p[c.contrast][i, j] = _curve_point(fit, c, alpha)
+        relabel = (DIMENSION_COLUMNS[dimension], pairs[PAIR].to_list())
+        chunks = np.array_split(relabellings.labels, max(1, min(workers, len(relabellings.labels))))
+        job = functools.partial(_null_points, specs, specs_d, starts, relabel, alpha)
+        if len(chunks) > 1:
+            # spawned, not forked: a forked worker can inherit a lock held by a polars thread
+            context = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(len(chunks), mp_context=context) as pool:
+                parts = list(pool.map(job, chunks))
+        else:
+            parts = [job(chunk) for chunk in chunks]
+        null_y = {c.contrast: np.vstack([part[c.contrast][0] for part in parts]) for c in specs_d}
+        null_p = {c.contrast: np.vstack([part[c.contrast][1] for part in parts]) for c in specs_d}
         for c in specs_d:
             y, p = observed[c.contrast]
             test = curve_test(y, p, null_y[c.contrast], null_p[c.contrast], alpha)
@@ -522,11 +552,13 @@ def specification_curve(
     alpha: float | None = None,
     seed: int = 0,
     pre_registered: Status | bool = False,
+    workers: int = 1,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The SPECIFICATION_CURVE table (every specification x contrast of ``contrasts``, with
     its verdict) and the SPECIFICATION_SUMMARY table (per contrast: counts by verdict, the
     curve's statistics and their p-values over ``permutations`` relabellings, seeded by
-    ``seed``). ``alpha`` defaults to the pre-registration's. Everything is exploratory."""
+    ``seed``, refitted in ``workers`` processes). ``alpha`` defaults to the pre-registration's.
+    Everything is exploratory."""
     alpha = prereg.alpha if alpha is None else alpha
     if not 0 < alpha < 1:
         raise InputError("specification curve", f"alpha {alpha} is not in (0, 1)", "alpha")
@@ -549,7 +581,15 @@ def specification_curve(
         for c, v in points.items()
     }
     nulls = _permutation_tests(
-        specs, specs_c, observed, frames, starts, permutations=permutations, alpha=alpha, seed=seed
+        specs,
+        specs_c,
+        observed,
+        frames,
+        starts,
+        permutations=permutations,
+        alpha=alpha,
+        seed=seed,
+        workers=workers,
     )
     summary = [
         _summary(c, curve.filter(pl.col("contrast") == c.contrast), nulls[c.contrast], alpha)
