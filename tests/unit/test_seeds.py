@@ -206,7 +206,9 @@ def test_the_paper_config_replaces_the_default_and_an_override_extends_it(tmp_pa
     override = tmp_path / "seeds.yaml"
     override.write_text("seeds: [0, 1]\nmodels: {m: {backend: hf, path: x}}\n", encoding="utf-8")
     assert not is_complete_config(override)
-    assert not is_complete_config(ROOT / "config/decision/paper.yaml")  # no cues: extends
+    # the decision audit's paper design replaces the default too: extended, it would inherit
+    # the default's arms and exploratory bundle types (merged key by key)
+    assert is_complete_config(ROOT / "config/decision/paper.yaml")
     assert not is_complete_config(tmp_path / "missing.yaml")
 
 
