@@ -11,8 +11,13 @@ import pytest
 import yaml
 
 from cueaudit.config import validate_config
-from cueaudit.decision.analysis.planner import plan_contrasts, plan_cost, planted_effects
-from cueaudit.decision.analysis.simulation_settings import SimulationSettings
+from cueaudit.decision.analysis.planner import (
+    plan_contrasts,
+    plan_cost,
+    planted_effects,
+    task_runs,
+)
+from cueaudit.decision.analysis.simulation_settings import Extension, SimulationSettings
 from cueaudit.decision.preregistration import load_preregistration
 from cueaudit.decision.study import PLAN_TABLE, PREREGISTRATION_CHECK, STUDY
 from cueaudit.errors import InputError
@@ -59,15 +64,21 @@ def test_cost_counts_requests_tokens_dollars_and_hours(tmp_path: Path) -> None:
         {"prompt_uid": ["a", "b", "c"], "task": "t", "text": ["x" * 40, "y" * 80, "z" * 0]}
     ).write_parquet(table)
     cost = plan_cost(
-        {"t": str(table)},
-        {"api": [0, 1], "local": [0]},
+        {"t": str(table), "t__arm": str(table)},
+        {"t": {"api": [0, 1], "local": [0]}, "t__arm": {"local": [0]}},
         {
             "api": {"pricing": {"input_per_million": 2.0, "output_per_million": 8.0}},
             "local": {"throughput": 3600.0},
         },
-        {"t": 10},
+        {"t": 10, "t__arm": 10},
         tokens_per_char=0.25,
     )
+    # an arm's task is priced only for the models that answer it
+    assert cost.select("model", "task").rows() == [
+        ("api", "t"),
+        ("local", "t"),
+        ("local", "t__arm"),
+    ]
     api = cost.filter(pl.col("model") == "api").row(0, named=True)
     # 3 prompts x 2 seeds; 120 characters = 30 tokens a seed; 10 new tokens a request
     assert (api["requests"], api["input_tokens"], api["output_tokens"]) == (6, 60, 60)
@@ -76,6 +87,21 @@ def test_cost_counts_requests_tokens_dollars_and_hours(tmp_path: Path) -> None:
     local = cost.filter(pl.col("model") == "local").row(0, named=True)
     assert local["requests"] == 3 and local["hours"] == pytest.approx(3 / 3600)
     assert local["dollars"] is None
+
+
+def test_each_arm_is_priced_for_its_own_models_and_seeds() -> None:
+    """An extension on one model (a reasoning rerun) is that model's requests alone: the cost
+    of config/decision/paper.yaml then totals its 45,888 requests, not 5 models x every arm."""
+    settings = SimulationSettings(
+        design={**HIRING, "tasks": ["decision_rate_text"]},
+        models=("m1", "m2"),
+        extensions={"rerun": Extension(models=("m2",), design={"tasks": ["decision_rank_tool"]})},
+    )
+    runs = task_runs(settings, {"m1": [0], "m2": [0, 1]})
+    assert runs == {
+        "decision_rate_text": {"m1": [0], "m2": [0, 1]},
+        "decision_rank_tool__rerun": {"m2": [0, 1]},
+    }
 
 
 def test_inference_waits_for_the_plan_when_asked() -> None:

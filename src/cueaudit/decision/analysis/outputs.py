@@ -364,12 +364,12 @@ def write_plan(
         seed=plan["seed"],
     )
     write_table(table, out["plan"], "Decision audit: planned power, floors and extra units")
-    runs = {
-        model: config["models"][model].get("seeds", config["seeds"]) for model in settings.models
+    seeds = {
+        model: block.get("seeds", config["seeds"]) for model, block in config["models"].items()
     }
     cost = planner.plan_cost(
         prompt_tables,
-        runs,
+        planner.task_runs(settings, seeds),
         config["models"],
         max_new_tokens,
         tokens_per_char=plan["tokens_per_char"],

@@ -39,6 +39,7 @@ from cueaudit.decision.analysis.frames import PRIMARY
 from cueaudit.decision.analysis.simulate import build_design, simulate
 from cueaudit.decision.analysis.simulation_settings import SimulationSettings
 from cueaudit.decision.preregistration import Preregistration
+from cueaudit.decision.prompts import DesignSettings, arm_task
 from cueaudit.errors import InputError
 from cueaudit.prompts import scan_prompts
 
@@ -180,18 +181,31 @@ def _units_needed(n: int, floor: float, margin: float | None) -> int | None:
     return max(n, math.ceil(n * (floor / margin) ** 2))
 
 
+def task_runs(
+    settings: SimulationSettings, seeds: Mapping[str, Sequence[int]]
+) -> dict[str, dict[str, Sequence[int]]]:
+    """Each task of every arm (``<task>__<arm>`` in an extension) -> the arm's models -> their
+    ``seeds``: who answers what, so an arm on one model is priced for that model alone."""
+    return {
+        arm_task(task, arm): {model: seeds[model] for model in models}
+        for arm, (design, models) in settings.arms().items()
+        for task in DesignSettings.of(design).tasks
+    }
+
+
 def plan_cost(
     prompt_tables: Mapping[str, str],
-    models: Mapping[str, Sequence[int]],
+    runs: Mapping[str, Mapping[str, Sequence[int]]],
     model_specs: Mapping[str, Mapping[str, Any]],
     max_new_tokens: Mapping[str, int],
     *,
     tokens_per_char: float,
 ) -> pl.DataFrame:
     """Requests, tokens, dollars and hours per model and task. ``prompt_tables`` maps each
-    task to its prompt table, ``models`` each model answering them to its seeds, and
-    ``model_specs`` each model to its config block (``pricing``: dollars per million input
-    and output tokens; ``throughput``: measured requests per hour on its hardware)."""
+    task to its prompt table, ``runs`` each task to the models answering it (its arm's) and
+    each model to its seeds, and ``model_specs`` each model to its config block (``pricing``:
+    dollars per million input and output tokens; ``throughput``: measured requests per hour
+    on its hardware)."""
     chars = {
         task: scan_prompts(path)
         .select(pl.len().alias("n"), pl.col("text").str.len_chars().sum().alias("c"))
@@ -200,11 +214,11 @@ def plan_cost(
         for task, path in prompt_tables.items()
     }
     records = []
-    for model, seeds in models.items():
-        spec = model_specs.get(model, {})
-        pricing = spec.get("pricing")
-        throughput = spec.get("throughput")
-        for task, (n, c) in chars.items():
+    for task, (n, c) in chars.items():
+        for model, seeds in runs[task].items():
+            spec = model_specs.get(model, {})
+            pricing = spec.get("pricing")
+            throughput = spec.get("throughput")
             requests = n * len(seeds)
             inputs = round(c * tokens_per_char) * len(seeds)
             outputs = requests * max_new_tokens[task]
