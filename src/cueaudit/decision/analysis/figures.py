@@ -672,6 +672,17 @@ def _curve_panel(
         else np.zeros(len(x), bool)
     )
     ax.axhline(0.0, color="grey", lw=1, ls="--")
+    # an interval of a few answers on almost no degrees of freedom can be astronomically wide:
+    # the axis follows the estimates and the typical interval, and longer bars stop at its edge
+    if len(est):
+        typical = float(np.nanmedian(high - low)) if np.isfinite(high - low).any() else 1.0
+        bottom, top = min(est.min(), 0.0) - typical, max(est.max(), 0.0) + typical
+        cut = int(np.sum((low < bottom) | (high > top)))
+        low, high = np.clip(low, bottom, top), np.clip(high, bottom, top)
+        ax.set_ylim(bottom, top)
+        if cut:
+            ax.text(0.99, 0.98, f"{cut} intervals cut at the axis", transform=ax.transAxes,
+                    ha="right", va="top", fontsize=7, color="dimgrey")  # fmt: skip
     for verdict, colour in VERDICT_COLOURS.items():
         mask = np.array([v == verdict for v in verdicts], dtype=bool)
         if mask.any():
