@@ -366,6 +366,7 @@ def test_the_adapter_writes_the_tables_and_the_figure_from_simulated_frames(
         output=_Named(out),
         params=_Named(settings=settings, lock=str(tmp_path / "none.lock"), files={}, design={}),
         log=[str(tmp_path / "log.txt")],
+        threads=1,
     )
     script = ROOT / "workflow/scripts/estimate_decision_specification_curve.py"
     sys.path.insert(0, str(script.parent))
