@@ -558,7 +558,8 @@ def specification_curve(
     its verdict) and the SPECIFICATION_SUMMARY table (per contrast: counts by verdict, the
     curve's statistics and their p-values over ``permutations`` relabellings, seeded by
     ``seed``, refitted in ``workers`` processes). ``alpha`` defaults to the pre-registration's.
-    Everything is exploratory."""
+    Everything is exploratory. The workers are spawned and import the calling script again: a
+    script that asks for more than one keeps its body under ``if __name__ == "__main__":``."""
     alpha = prereg.alpha if alpha is None else alpha
     if not 0 < alpha < 1:
         raise InputError("specification curve", f"alpha {alpha} is not in (0, 1)", "alpha")
