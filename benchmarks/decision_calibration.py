@@ -41,6 +41,7 @@ import os
 import sys
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,11 @@ from common import begin_results, default_out, footer, write_with_table  # noqa:
 from cueaudit.decision.analysis import contrasts  # noqa: E402
 from cueaudit.decision.analysis.fitters import FAMILY_ESTIMATOR  # noqa: E402
 from cueaudit.decision.analysis.outputs import pooled_with_primary  # noqa: E402
-from cueaudit.decision.analysis.simulate import build_design, simulate  # noqa: E402
+from cueaudit.decision.analysis.simulate import (  # noqa: E402
+    build_design,
+    rank_lapse_needed,
+    simulate,
+)
 from cueaudit.decision.analysis.simulation_settings import (  # noqa: E402
     SimulationSettings,
     config_settings,
@@ -90,11 +95,17 @@ def _settings(kind: str, smoke: bool) -> SimulationSettings:
 
 
 def _init(kind: str, smoke: bool) -> None:
+    """A worker's settings, design and pre-registration (built after the fork: polars' threads
+    do not survive one); the lapse rate is raised where the planted rank effect needs it
+    (partly tied bundles double the effect among the untied answers)."""
     settings = _settings(kind, smoke)
+    design = build_design(settings)
+    needed = max(rank_lapse_needed(settings, arm.rankings) for arm in design.arms)
+    settings = replace(settings, rank_lapse=max(settings.rank_lapse, needed))
     _STATE.update(
         kind=kind,
         settings=settings,
-        design=build_design(settings),
+        design=design,
         prereg=load_preregistration(PREREGISTRATION),
     )
 

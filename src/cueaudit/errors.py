@@ -19,3 +19,8 @@ class InputError(CueauditError, ValueError):
         self.field = field
         where = f"{source}: field '{field}'" if field else source
         super().__init__(f"{where}: {message}")
+
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, str, str | None]]:
+        # a worker process's error must reach the parent: a multiprocessing pool that cannot
+        # unpickle it loses its result thread and waits for ever
+        return (type(self), (self.source, self.message, self.field))
