@@ -268,19 +268,27 @@ def test_a_deleted_lock_is_not_rewritten_once_answers_exist(
     assert "--directory" in log and not lock.exists()
 
 
+#: The formats whose answers the server constrains (tool calls, a JSON schema); the text and
+#: probe tasks run through transformers above.
 SERVED_TASKS = [
-    "decision_rate_text",
     "decision_rate_tool",
     "decision_decide_tool",
     "decision_rank_json",
     "decision_rank_tool",
-    "decision_probe_choice",
 ]
+#: The answers are checked here, not the analysis: matched and disguised demographic bundles
+#: only (the server answers one request at a time: each ranking is seconds).
+SERVED_BUNDLES = {
+    "demographic_matched": 4,
+    "irrelevant_matched": 0,
+    "disguised_demographic": 12,
+    "disguised_placebo": 0,
+}
 
 
 def served_config(url: str) -> dict:
     config = decision_config()
-    config["decision"]["design"]["tasks"] = SERVED_TASKS
+    config["decision"]["design"] |= {"tasks": SERVED_TASKS, "bundles_per_type": SERVED_BUNDLES}
     config["models"] = {
         "smollm2-server": {
             "backend": "openai",
@@ -302,7 +310,7 @@ def test_the_design_through_the_llama_cpp_server_with_tool_calls(
     monkeypatch.setenv("CUEAUDIT_TEST_KEY", "not-a-real-key")
     with llama_server(tmp_path / "server.log") as url:
         write_config(tmp_path, served_config(url))
-        run_snakemake(tmp_path, "decision")
+        run_snakemake(tmp_path, "results/tables/decision_outcome_summary.csv")
     summary = pl.read_csv(tmp_path / "results/tables/decision_outcome_summary.csv")
     rows = {row["task"]: row for row in summary.iter_rows(named=True)}
     assert set(rows) == set(SERVED_TASKS)

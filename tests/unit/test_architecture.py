@@ -247,3 +247,28 @@ def test_the_architecture_check_can_fail() -> None:
     files = ["src/cueaudit/inference/hf.py", "src/cueaudit/inference/__init__.py"]
     text = "`hf.py`, `inference/`, `cueaudit.inference.hf`, `gone.py`, `cueaudit.inference.gone`"
     assert missing_from_architecture(text, files) == ["gone.py", "cueaudit.inference.gone"]
+
+
+_RULE = re.compile(r"^(?:rule|checkpoint) (\w+):", re.MULTILINE)
+
+
+def unknown_profile_rules(profile: dict, rules: set[str]) -> list[str]:
+    """Rule names a profile's ``groups``, ``set-resources`` and ``set-threads`` give that no
+    rule of the workflow has (Snakemake ignores them: a renamed rule silently loses its
+    partition, GPU or group)."""
+    named = [
+        rule
+        for key in ("groups", "set-resources", "set-threads")
+        for rule in profile.get(key) or {}
+    ]
+    return sorted(set(named) - rules)
+
+
+def test_every_rule_a_profile_names_exists() -> None:
+    sources = [ROOT / "Snakefile", *sorted((ROOT / "workflow/rules").rglob("*.smk"))]
+    rules = {name for path in sources for name in _RULE.findall(path.read_text())}
+    assert {"generate_responses", "estimate_decision_contrasts"} <= rules
+    for path in sorted((ROOT / "profiles").glob("*/config*.yaml")):
+        assert unknown_profile_rules(yaml.safe_load(path.read_text()), rules) == [], path
+    misspelt = {"groups": {"estimate_decision_contrast": "decision_analysis"}}
+    assert unknown_profile_rules(misspelt, rules) == ["estimate_decision_contrast"]
