@@ -92,6 +92,11 @@ stop() {
     sleep 0.5
   done
   pkill -x munged 2>/dev/null || true
+  # a start right after a stop must not find the old munged on its way out
+  for _ in $(seq 20); do
+    pgrep -x munged >/dev/null || break
+    sleep 0.5
+  done
 }
 
 "${1:-start}"
