@@ -11,25 +11,35 @@ from typing import Any
 import pytest
 
 from cueaudit.errors import InputError
+from cueaudit.inference.constrained import JSON_LAYOUT
 from cueaudit.inference.core import AnswerSpec, Decoding, Option, Request, Tool, canonical_json
 from cueaudit.inference.seeding import prompt_seed
 from cueaudit.inference.vllm_backend import (
-    TOP_LOGPROBS,
     VLLMBackend,
+    VLLMSettings,
     _import_vllm,
     build_requests,
     continuation_logprob,
+    engine_arguments,
     first_step_logprobs,
-    first_step_request,
     form_request,
+    guided_schema,
     option_scores,
     output_schema,
     sampling_params,
+    scored_tokens,
+    scoring_request,
 )
 
 SCHEMA = {"type": "object", "properties": {"ranks": {"type": "array"}}, "required": ["ranks"]}
 TOOL = Tool.of("submit_ranking", "Submit the ranks.", SCHEMA)
 YES_NO = (Option("Yes", ("Yes", "yes")), Option("No", ("No",)))
+#: A tokenizer stand-in: one token per character, "Yes" a single token.
+TOKENS = {"Yes": [7], "yes": [8], "No": [9]}
+
+
+def form_ids(form: str) -> list[int]:
+    return TOKENS.get(form, [ord(c) for c in form])
 
 
 @dataclass
@@ -44,16 +54,16 @@ class Logprob:
 def test_requests_carry_per_prompt_seeds_and_task_budget() -> None:
     reqs = [Request("u1", "a", 0), Request("u2", "b", 0), Request("u1", "a", 1)]
     decoding = Decoding(top_k=50, max_new_tokens=8)
-    built = build_requests(((r, [ord(r.text)]) for r in reqs), decoding)
+    built = build_requests(((r, [ord(r.text)]) for r in reqs), decoding, form_ids)
     assert [b.prompt_token_ids for b in built] == [[97], [98], [97]]
     first = built[0].sampling
     assert first["max_tokens"] == 8 and first["temperature"] == 1.0 and first["top_k"] == 50
     assert first["seed"] == prompt_seed(0, "u1") % (2**63 - 1)
     assert len({b.sampling["seed"] for b in built}) == 3
-    no_top_k = build_requests([(reqs[0], [1])], Decoding(top_k=0))[0].sampling
+    no_top_k = build_requests([(reqs[0], [1])], Decoding(top_k=0), form_ids)[0].sampling
     assert no_top_k["top_k"] == -1
     # Plain text asks for neither logprobs nor structure.
-    assert first["logprobs"] is None and built[0].structured is None
+    assert first["logprob_token_ids"] is None and built[0].structured is None
 
 
 def test_options_schemas_and_forced_tools_shape_the_requests() -> None:
@@ -67,16 +77,21 @@ def test_options_schemas_and_forced_tools_shape_the_requests() -> None:
         "c", "q", 0, answer=AnswerSpec(options=YES_NO, json_schema=canonical_json(SCHEMA))
     )
     built = build_requests(
-        [(r, [1, 2]) for r in (options, schema, tool, auto, constrained_options)], Decoding()
+        [(r, [1, 2]) for r in (options, schema, tool, auto, constrained_options)],
+        Decoding(),
+        form_ids,
     )
-    assert [b.sampling["logprobs"] for b in built] == [TOP_LOGPROBS, None, None, TOP_LOGPROBS, None]
-    assert [b.structured for b in built] == [
+    # the single-token forms' own tokens, scored at the generation's first step; a
+    # constrained request's first step is masked, so it is scored apart
+    assert [b.sampling["logprob_token_ids"] for b in built] == [
+        [7, 8, 9],
         None,
-        {"json": SCHEMA},
-        {"json": SCHEMA},
         None,
-        {"json": SCHEMA},
+        [7, 8, 9],
+        None,
     ]
+    guided = {"json": {**SCHEMA, "x-guidance": JSON_LAYOUT}}
+    assert [b.structured for b in built] == [None, guided, guided, None, guided]
     assert output_schema(tool.answer) == SCHEMA and output_schema(auto.answer) is None
 
 
@@ -85,8 +100,9 @@ def test_form_scoring_requests_and_their_logprobs() -> None:
     assert scoring.prompt_token_ids == [5, 6, 7, 8, 9]
     assert scoring.sampling["prompt_logprobs"] == 1 and scoring.sampling["max_tokens"] == 1
     assert scoring.structured is None
-    first = first_step_request([5, 6])
-    assert first.sampling["logprobs"] == TOP_LOGPROBS and first.sampling["max_tokens"] == 1
+    first = scoring_request([5, 6], [7, 9])
+    assert first.sampling["logprob_token_ids"] == [7, 9] and first.sampling["max_tokens"] == 1
+    assert first.structured is None and first.sampling["temperature"] == 0.0
     # vLLM's prompt logprobs: None for the first token, then the actual token (and the top-1).
     prompt_logprobs = [
         None,
@@ -120,12 +136,16 @@ def test_sampling_params_use_structured_outputs_or_the_older_guided_decoding() -
     built = build_requests(
         [(Request("s", "q", 0, answer=AnswerSpec(json_schema=canonical_json(SCHEMA))), [1])],
         Decoding(),
+        form_ids,
     )[0]
     current = sampling_params(fake_vllm(StructuredOutputsParams=dict), built)
-    assert current["structured_outputs"] == {"json": SCHEMA} and "guided_decoding" not in current
+    guided = {"json": guided_schema(SCHEMA)}
+    assert current["structured_outputs"] == guided and "guided_decoding" not in current
     older = sampling_params(fake_vllm(GuidedDecodingParams=dict), built)
-    assert older["guided_decoding"] == {"json": SCHEMA} and older["max_tokens"] == 16
-    plain = build_requests([(Request("p", "q", 0), [1])], Decoding())[0]
+    assert older["guided_decoding"] == guided and older["max_tokens"] == 16
+    # an unset field is not passed: vLLM's own default stands
+    assert "logprob_token_ids" not in current
+    plain = build_requests([(Request("p", "q", 0), [1])], Decoding(), form_ids)[0]
     assert "structured_outputs" not in sampling_params(fake_vllm(), plain)
 
 
@@ -142,3 +162,50 @@ def test_vllm_refuses_bitsandbytes_8bit() -> None:
         VLLMBackend.from_spec(
             {"resolved_path": "unused", "model_id": "id"}, {"quantization": "8bit"}
         )
+
+
+def test_the_json_layout_is_the_hf_engines() -> None:
+    # the HF engine compiles schemas with JSON_LAYOUT as llguidance's defaults; vLLM's
+    # guidance backend gets the same layout inside the schema, where a schema's own wins
+    assert guided_schema(SCHEMA)["x-guidance"] == JSON_LAYOUT
+    assert JSON_LAYOUT["whitespace_flexible"] is False
+    own = guided_schema({**SCHEMA, "x-guidance": {"item_separator": ","}})
+    assert own["x-guidance"]["item_separator"] == ","
+
+
+def test_single_token_forms_are_scored_once_each_and_bounded() -> None:
+    answer = AnswerSpec(options=(*YES_NO, Option("Maybe", ("Maybe",))))
+    assert scored_tokens(answer, form_ids) == [7, 8, 9]  # "Maybe" is five tokens here
+    many = AnswerSpec(options=tuple(Option(str(k), (str(k),)) for k in range(200)))
+    with pytest.raises(InputError, match="at most 128"):
+        scored_tokens(many, lambda form: [int(form)])
+
+
+def test_engine_arguments_on_the_cpu_build_and_on_gpus() -> None:
+    settings = VLLMSettings(kv_cache_gib=1.5, max_model_len=1024, batch_invariant=True)
+    kwargs, env = engine_arguments("/m", "float32", settings, cpu=True, threads=2)
+    # in this process, on the job's threads, with the KV cache as its memory and no chunked
+    # prefill (seeded requests stop the CPU engine otherwise)
+    assert kwargs["distributed_executor_backend"] == "uni"
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert env["OMP_NUM_THREADS"] == "2" and env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "2" and env["VLLM_BATCH_INVARIANT"] == "1"
+    assert kwargs["enable_chunked_prefill"] is False and "gpu_memory_utilization" not in kwargs
+    assert kwargs["max_model_len"] == 1024
+    assert kwargs["structured_outputs_config"] == {"backend": "guidance"}
+    gpu, gpu_env = engine_arguments(
+        "/m",
+        "bfloat16",
+        VLLMSettings(tensor_parallel_size=4, gpu_memory_utilization=0.8),
+        cpu=False,
+        threads=2,
+    )
+    assert gpu["gpu_memory_utilization"] == 0.8 and gpu["tensor_parallel_size"] == 4
+    assert "distributed_executor_backend" not in gpu and "enable_chunked_prefill" not in gpu
+    assert gpu_env == {}
+    tp_cpu, tp_env = engine_arguments("/m", "float32", VLLMSettings(tensor_parallel_size=2),
+                                      cpu=True, threads=2)  # fmt: skip
+    assert "distributed_executor_backend" not in tp_cpu
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in tp_env
+    with pytest.raises(InputError, match="unknown vllm settings"):
+        VLLMSettings.from_config({"gpu_memory": 0.5})

@@ -1,18 +1,30 @@
-"""vLLM backend (optional extra ``cueaudit[vllm]``, CUDA only): offline ``LLM.generate``.
+"""vLLM backend (``backend: vllm``): offline ``LLM.generate``, on CUDA GPUs or vLLM's CPU build.
 
 vLLM schedules the requests itself (continuous batching) and reuses shared prefixes through
-its prefix cache (``enable_prefix_caching``), so prompts are handed over all at once, as token
-ids of the chat-rendered prompt (the HF engine's tokens: no second BOS). Each prompt carries
+its prefix cache (``enable_prefix_caching``), so prompts are handed over in chunks of
+``vllm.chunk_prompts``, as token ids of the chat-rendered prompt (the HF engine's tokens: no
+second BOS). Each chunk's answers go back to the runner as it finishes, so they reach the
+response cache and the log while the job runs, and a killed job resumes. Each prompt carries
 its own sampling seed derived from (run seed, prompt_uid), as in the HF engine.
 
-- **Option scores**, log P(form | prompt) summed over an option's forms: a single-token form
-  is read from the first generated step's top logprobs (``logprobs``); a multi-token form, a
-  single-token one outside the top logprobs, and every form of a constrained request (whose
-  first step is already masked) from ``prompt_logprobs`` of a one-token request on the
-  prompt's tokens followed by the form's.
-- **Structured outputs**: a JSON schema or a forced tool's parameters go to vLLM's structured
-  outputs (``StructuredOutputsParams(json=...)``; ``GuidedDecodingParams`` before vLLM 0.11).
-  A forced tool's call is the parsed output.
+- **Option scores**, log P(form | prompt) summed over an option's forms, all from the raw
+  (unmasked, untempered) distribution, as the HF engine reads them:
+  a single-token form is read at the generation's own first step (``logprob_token_ids``:
+  exactly the forms' tokens, whatever their rank); a constrained request's first step is
+  masked by its grammar, so its single-token forms come from one unconstrained one-token
+  request per prompt; a multi-token form from ``prompt_logprobs`` of a one-token request on
+  the prompt's tokens followed by the form's (prefix-cached).
+- **Structured outputs**: a JSON schema or a forced tool's parameters go to vLLM's
+  ``guidance`` backend (llguidance, the HF engine's grammar engine) with the HF engine's JSON
+  layout (``cueaudit.inference.constrained.JSON_LAYOUT``, set in the schema's ``x-guidance``):
+  a backend must not change the instrument, and vLLM's default layout lets a model spend its
+  token budget on whitespace. A forced tool's call is the parsed output.
+- **The engine** starts once per backend object (the runner answers every task of a model and
+  seed with one), from the model block's ``vllm:`` settings (:class:`VLLMSettings`). On
+  vLLM's CPU build the engine runs in the job's process (no spawned engine or worker), on the
+  job's threads (vLLM otherwise keeps one core for a server it does not have here), with a
+  KV cache of ``kv_cache_gib`` and chunked prefill off (a seeded request whose prefill is
+  split stops the CPU engine: "CPU Generator does not use offset").
 
 vLLM is imported only when a model with ``backend: vllm`` runs; request building is plain
 Python so it is unit-tested without vLLM installed.
@@ -21,12 +33,14 @@ Python so it is unit-tested without vLLM installed.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from cueaudit.errors import InputError
+from cueaudit.inference.constrained import JSON_LAYOUT
 from cueaudit.inference.core import (
     PLAIN_TEXT,
     AnswerSpec,
@@ -37,9 +51,6 @@ from cueaudit.inference.core import (
     render_user_turn,
 )
 from cueaudit.inference.seeding import prompt_seed
-
-#: Top logprobs asked for at the first step (vLLM's default ``max_logprobs``).
-TOP_LOGPROBS = 20
 
 
 @dataclass(frozen=True)
@@ -61,10 +72,98 @@ class _Pending:
     forms: dict[str, float | None] = field(default_factory=dict)
 
 
+#: The most token ids vLLM scores at one step (its ``MAX_LOGPROB_TOKEN_IDS``).
+MAX_SCORED_TOKENS = 128
+#: The structured-outputs engine: llguidance, as the HF engine's constrained decoding.
+STRUCTURED_BACKEND = "guidance"
+
+
+@dataclass(frozen=True)
+class VLLMSettings:
+    """A model's ``vllm:`` block (defaults: workflow/schemas/config.schema.yaml)."""
+
+    tensor_parallel_size: int = 1
+    #: Context length in tokens; None: the model's.
+    max_model_len: int | None = None
+    #: Share of each GPU's memory for weights and KV cache (CUDA only).
+    gpu_memory_utilization: float = 0.9
+    #: KV cache size on vLLM's CPU build, in GiB (its share of the machine's memory).
+    kv_cache_gib: float = 2.0
+    enforce_eager: bool = False
+    #: vLLM's batch-invariant kernels (VLLM_BATCH_INVARIANT): answers that do not depend on
+    #: which prompts share a batch, at some speed.
+    batch_invariant: bool = False
+    #: vLLM's quantization method for pre-quantised weights (awq, gptq, fp8, ...); None: none.
+    quantization: str | None = None
+    #: Prompts handed to the engine at once; their answers reach the cache as a chunk ends.
+    chunk_prompts: int = 256
+
+    @classmethod
+    def from_config(cls, block: Mapping[str, Any] | None) -> VLLMSettings:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(block or {}) - known)
+        if unknown:
+            raise InputError("config", f"unknown vllm settings {unknown} (known: {sorted(known)})")
+        return cls(**dict(block or {}))
+
+
+def engine_arguments(
+    model_path: str,
+    dtype: str,
+    settings: VLLMSettings,
+    *,
+    cpu: bool,
+    threads: int,
+    bitsandbytes: bool = False,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """``vllm.LLM``'s keyword arguments and the environment it needs, for one engine.
+
+    On the CPU build (``cpu``) the engine runs in this process with ``threads`` OpenMP
+    threads, and its memory is the KV cache of ``kv_cache_gib``; on GPUs vLLM's own process
+    layout and ``gpu_memory_utilization`` apply.
+    """
+    kwargs: dict[str, Any] = {
+        "model": model_path,
+        "dtype": dtype,
+        "enable_prefix_caching": True,
+        "tensor_parallel_size": settings.tensor_parallel_size,
+        "enforce_eager": settings.enforce_eager,
+        "max_logprobs": MAX_SCORED_TOKENS,
+        "structured_outputs_config": {"backend": STRUCTURED_BACKEND},
+    }
+    if settings.max_model_len is not None:
+        kwargs["max_model_len"] = settings.max_model_len
+    if bitsandbytes:
+        kwargs["quantization"] = "bitsandbytes"
+    elif settings.quantization is not None:
+        kwargs["quantization"] = settings.quantization
+    environment: dict[str, str] = {}
+    if settings.batch_invariant:
+        environment["VLLM_BATCH_INVARIANT"] = "1"
+    if cpu:
+        kwargs["enable_chunked_prefill"] = False
+        environment |= {
+            "VLLM_CPU_KVCACHE_SPACE": str(max(1, math.ceil(settings.kv_cache_gib))),
+            "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+            "OMP_NUM_THREADS": str(max(1, threads)),
+        }
+        if settings.tensor_parallel_size == 1:
+            kwargs["distributed_executor_backend"] = "uni"
+            environment["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    else:
+        kwargs["gpu_memory_utilization"] = settings.gpu_memory_utilization
+    return kwargs, environment
+
+
 def output_schema(answer: AnswerSpec) -> dict[str, Any] | None:
     """The schema the output must match: a forced tool's parameters, else the JSON schema."""
     tool = answer.forced_tool
     return tool.parameters if tool is not None else answer.schema()
+
+
+def guided_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema with the HF engine's JSON layout for llguidance (``x-guidance``)."""
+    return {**schema, "x-guidance": {**JSON_LAYOUT, **schema.get("x-guidance", {})}}
 
 
 def sampling_arguments(decoding: Decoding) -> dict[str, Any]:
@@ -89,21 +188,41 @@ def sampling_arguments(decoding: Decoding) -> dict[str, Any]:
     return arguments
 
 
+#: The token ids of an option's surface form as it follows the generation prompt.
+FormIds = Callable[[str], list[int]]
+
+
+def scored_tokens(answer: AnswerSpec, form_ids: FormIds) -> list[int]:
+    """The first-step tokens that score the answer's single-token forms, in order, once each."""
+    tokens: dict[int, None] = {}
+    for option in answer.options:
+        for form in option.forms:
+            ids = form_ids(form)
+            if len(ids) == 1:
+                tokens[ids[0]] = None
+    if len(tokens) > MAX_SCORED_TOKENS:
+        raise InputError(
+            "config",
+            f"{len(tokens)} single-token option forms; vLLM scores at most {MAX_SCORED_TOKENS}",
+            "options",
+        )
+    return list(tokens)
+
+
 def build_requests(
-    prompts: Iterable[tuple[Request, list[int]]],
-    decoding: Decoding,
-    top_logprobs: int = TOP_LOGPROBS,
+    prompts: Iterable[tuple[Request, list[int]]], decoding: Decoding, form_ids: FormIds
 ) -> list[VLLMRequest]:
     """vLLM arguments of each (request, prompt token ids) to generate.
 
-    First-step logprobs are asked for only where they score options: an unconstrained
-    request with options.
+    An unconstrained request with options asks for its single-token forms' log-probabilities
+    at its first step (``logprob_token_ids``); a constrained one is scored apart
+    (:func:`scoring_request`), since its grammar masks that step.
     """
     built = []
     for request, ids in prompts:
         answer = request.answer
         schema = output_schema(answer)
-        wants_logprobs = bool(answer.options) and schema is None
+        tokens = scored_tokens(answer, form_ids) if schema is None else []
         built.append(
             VLLMRequest(
                 prompt_token_ids=list(ids),
@@ -112,19 +231,19 @@ def build_requests(
                     **sampling_arguments(decoding),
                     "max_tokens": decoding.max_new_tokens,
                     "seed": prompt_seed(request.seed, request.uid) % (2**63 - 1),
-                    "logprobs": top_logprobs if wants_logprobs else None,
+                    "logprob_token_ids": tokens or None,
                 },
-                structured={"json": schema} if schema is not None else None,
+                structured={"json": guided_schema(schema)} if schema is not None else None,
             )
         )
     return built
 
 
-def first_step_request(prompt_ids: Sequence[int], top_logprobs: int = TOP_LOGPROBS) -> VLLMRequest:
-    """A one-token unconstrained request whose first step's top logprobs score single tokens."""
+def scoring_request(prompt_ids: Sequence[int], tokens: Sequence[int]) -> VLLMRequest:
+    """A one-token unconstrained request whose first step scores ``tokens``."""
     return VLLMRequest(
         prompt_token_ids=list(prompt_ids),
-        sampling={"n": 1, "max_tokens": 1, "temperature": 0.0, "logprobs": top_logprobs},
+        sampling={"n": 1, "max_tokens": 1, "temperature": 0.0, "logprob_token_ids": list(tokens)},
     )
 
 
@@ -150,7 +269,7 @@ def continuation_logprob(
 
 
 def first_step_logprobs(step: Mapping[int, Any] | None) -> dict[int, float]:
-    """{token id: logprob} of a generated step's top logprobs."""
+    """{token id: logprob} of a generated step's scored tokens."""
     return {token: float(entry.logprob) for token, entry in (step or {}).items()}
 
 
@@ -168,7 +287,7 @@ def option_scores(answer: AnswerSpec, form_logprob: Callable[[str], float]) -> d
 
 def sampling_params(vllm: Any, built: VLLMRequest) -> Any:
     """vLLM's SamplingParams of a built request, with structured outputs where asked."""
-    kwargs = dict(built.sampling)
+    kwargs = {k: v for k, v in built.sampling.items() if v is not None}
     if built.structured is not None:
         params = vllm.sampling_params
         if hasattr(params, "StructuredOutputsParams"):
@@ -185,10 +304,19 @@ def _import_vllm() -> Any:
     except ImportError as error:
         raise InputError(
             "config",
-            "backend 'vllm' needs the vllm package on a CUDA machine: pip install 'cueaudit[vllm]'",
+            "backend 'vllm' needs vLLM: on a CUDA machine pip install 'cueaudit[vllm]'; on a "
+            "CPU, vLLM's CPU build in its own environment (bash scripts/install.sh --vllm)",
             "backend",
         ) from error
     return vllm
+
+
+def _threads() -> int:
+    try:
+        import torch
+    except ImportError:
+        return os.cpu_count() or 1
+    return int(torch.get_num_threads())
 
 
 class VLLMBackend:
@@ -202,7 +330,7 @@ class VLLMBackend:
         model_id: str,
         dtype: str = "auto",
         quantization: str = "none",
-        gpu_memory_utilization: float = 0.9,
+        settings: VLLMSettings | None = None,
         sampling_defaults: Mapping[str, Any] | None = None,
     ) -> None:
         if quantization == "8bit":
@@ -216,10 +344,12 @@ class VLLMBackend:
 
         self.model_path, self.model_id = model_path, model_id
         self.dtype, self.quantization = dtype, quantization
-        self.gpu_memory_utilization = gpu_memory_utilization
+        self.settings = settings or VLLMSettings()
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self._llm: Any = None
+        self._form_ids: dict[str, list[int]] = {}
         self._sampling_defaults = dict(sampling_defaults) if sampling_defaults else None
+        self.stats: dict[str, float] = {"engine_starts": 0, "requests": 0}
 
     @property
     def sampling_defaults(self) -> dict[str, Any]:
@@ -243,17 +373,20 @@ class VLLMBackend:
             manifest["model_id"],
             spec.get("dtype", "auto"),
             spec.get("quantization", "none"),
-            spec.get("gpu_memory_utilization", 0.9),
+            VLLMSettings.from_config(spec.get("vllm")),
             (manifest.get("generation_config") or {}).get("sampling"),
         )
 
     def identity(self) -> dict[str, Any]:
-        return {
+        identity = {
             "backend": self.name,
             "model": self.model_id,
             "dtype": self.dtype,
             "quantization": self.quantization,
         }
+        if self.settings.quantization is not None:  # other weights, other answers
+            identity["vllm_quantization"] = self.settings.quantization
+        return identity
 
     def render(self, text: str, answer: AnswerSpec = PLAIN_TEXT) -> str:
         return render_user_turn(self.tokenizer, text, answer.tools)
@@ -263,35 +396,54 @@ class VLLMBackend:
         return list(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
 
     def form_ids(self, form: str) -> list[int]:
-        return list(self.tokenizer.encode(form, add_special_tokens=False))
+        if form not in self._form_ids:
+            self._form_ids[form] = list(self.tokenizer.encode(form, add_special_tokens=False))
+        return self._form_ids[form]
 
     def _engine(self) -> tuple[Any, Any]:
         vllm = _import_vllm()
         if self._llm is None:
-            kwargs: dict[str, Any] = {
-                "model": self.model_path,
-                "dtype": self.dtype,
-                "enable_prefix_caching": True,
-                "gpu_memory_utilization": self.gpu_memory_utilization,
-            }
-            if self.quantization == "4bit":
-                kwargs["quantization"] = "bitsandbytes"
+            from vllm.platforms import current_platform
+
+            kwargs, environment = engine_arguments(
+                self.model_path,
+                self.dtype,
+                self.settings,
+                cpu=current_platform.is_cpu(),
+                threads=_threads(),
+                bitsandbytes=self.quantization == "4bit",
+            )
+            os.environ.update(environment)
             self._llm = vllm.LLM(**kwargs)
+            self.stats["engine_starts"] += 1
         return vllm, self._llm
 
     def _run(self, built: list[VLLMRequest]) -> list[Any]:
-        vllm, llm = self._engine()
         if not built:
             return []
+        vllm, llm = self._engine()
+        self.stats["requests"] += len(built)
         return list(
             llm.generate(
                 [{"prompt_token_ids": b.prompt_token_ids} for b in built],
                 [sampling_params(vllm, b) for b in built],
+                use_tqdm=False,
             )
         )
 
     def _fill_scores(self, pending: list[_Pending]) -> list[dict[str, float] | None]:
-        """Score the forms the first step did not give, through prompt logprobs."""
+        """Score the forms the generation's first step did not give: single-token forms in
+        one request per prompt, each multi-token form in a request of its own."""
+        single = [p for p in pending if any(v is None and len(self.form_ids(f)) == 1
+                                            for f, v in p.forms.items())]  # fmt: skip
+        built = [scoring_request(p.prompt_ids, scored_tokens(p.request.answer, self.form_ids))
+                 for p in single]  # fmt: skip
+        for p, output in zip(single, self._run(built), strict=True):
+            first = first_step_logprobs((output.outputs[0].logprobs or [None])[0])
+            for form, value in p.forms.items():
+                ids = self.form_ids(form)
+                if value is None and len(ids) == 1:
+                    p.forms[form] = first[ids[0]]
         todo = [(p, form) for p in pending for form, value in p.forms.items() if value is None]
         built = [form_request(p.prompt_ids, self.form_ids(form)) for p, form in todo]
         for (p, form), output in zip(todo, self._run(built), strict=True):
@@ -308,57 +460,58 @@ class VLLMBackend:
     def _pending(
         self, request: Request, ids: list[int], first: Mapping[int, Any] | None
     ) -> _Pending:
-        """A request with its single-token forms read from the first step, where given."""
+        """A request with its single-token forms read from the first step, where scored."""
         pending = _Pending(request, ids)
-        top = first_step_logprobs(first)
+        scored = first_step_logprobs(first)
         for option in request.answer.options:
             for form in option.forms:
                 form_ids = self.form_ids(form)
-                pending.forms[form] = top.get(form_ids[0]) if len(form_ids) == 1 else None
+                pending.forms[form] = scored.get(form_ids[0]) if len(form_ids) == 1 else None
         return pending
+
+    def _chunks(self, requests: Iterable[Request]) -> Iterator[list[Request]]:
+        todo = list(requests)
+        size = max(1, self.settings.chunk_prompts)
+        for start in range(0, len(todo), size):
+            yield todo[start : start + size]
 
     def generate(
         self, requests: Iterable[Request], decoding: Decoding
     ) -> Iterator[list[tuple[Request, Generation]]]:
-        todo = list(requests)
-        ids = [self.prompt_ids(r) for r in todo]
-        built = build_requests(zip(todo, ids, strict=True), decoding)
-        outputs = self._run(built)
-        pending = []
-        for request, prompt, b, output in zip(todo, ids, built, outputs, strict=True):
-            steps = output.outputs[0].logprobs
-            first = steps[0] if b.sampling["logprobs"] is not None and steps else None
-            pending.append(self._pending(request, prompt, first))
-        scores = self._fill_scores(pending)
-        results = []
-        for request, output, score in zip(todo, outputs, scores, strict=True):
-            first = output.outputs[0]
-            results.append(
-                (
-                    request,
-                    Generation(
-                        completion=first.text,
-                        prompt_tokens=len(output.prompt_token_ids),
-                        completion_tokens=len(first.token_ids),
-                        finish_reason=str(first.finish_reason),
-                        option_logprobs=score,
-                        tool_calls=forced_tool_calls(request.answer, first.text),
-                        constrained=request.answer.constrained,
-                    ),
+        for chunk in self._chunks(requests):
+            ids = [self.prompt_ids(r) for r in chunk]
+            built = build_requests(zip(chunk, ids, strict=True), decoding, self.form_ids)
+            outputs = self._run(built)
+            pending = []
+            for request, prompt, b, output in zip(chunk, ids, built, outputs, strict=True):
+                steps = output.outputs[0].logprobs
+                scored = b.sampling["logprob_token_ids"] is not None and steps
+                pending.append(self._pending(request, prompt, steps[0] if scored else None))
+            scores = self._fill_scores(pending)
+            results = []
+            for request, output, score in zip(chunk, outputs, scores, strict=True):
+                first = output.outputs[0]
+                results.append(
+                    (
+                        request,
+                        Generation(
+                            completion=first.text,
+                            prompt_tokens=len(output.prompt_token_ids),
+                            completion_tokens=len(first.token_ids),
+                            finish_reason=str(first.finish_reason),
+                            option_logprobs=score,
+                            tool_calls=forced_tool_calls(request.answer, first.text),
+                            constrained=request.answer.constrained,
+                        ),
+                    )
                 )
-            )
-        yield results
+            yield results
 
     def score(
         self, requests: Iterable[Request]
     ) -> Iterator[list[tuple[Request, dict[str, float]]]]:
-        """Option scores from one-token requests: first-step top logprobs, then prompt logprobs."""
-        todo = list(requests)
-        ids = [self.prompt_ids(r) for r in todo]
-        outputs = self._run([first_step_request(prompt) for prompt in ids])
-        pending = [
-            self._pending(r, prompt, (o.outputs[0].logprobs or [None])[0])
-            for r, prompt, o in zip(todo, ids, outputs, strict=True)
-        ]
-        scores = self._fill_scores(pending)
-        yield [(r, s or {}) for r, s in zip(todo, scores, strict=True)]
+        """Option scores of answers generated before: one-token scoring requests."""
+        for chunk in self._chunks(requests):
+            pending = [self._pending(r, self.prompt_ids(r), None) for r in chunk]
+            scores = self._fill_scores(pending)
+            yield [(r, s or {}) for r, s in zip(chunk, scores, strict=True)]
