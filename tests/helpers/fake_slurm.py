@@ -16,9 +16,10 @@ def fake_slurm_bin(
 ) -> Path:
     """A folder of executable stand-ins: ``sinfo`` lists ``partitions``, ``sacctmgr`` and
     ``sshare`` list ``accounts`` (none: a cluster without accounting); no ``sacctmgr`` when
-    ``sacctmgr`` is False."""
+    ``sacctmgr`` is False. ``squeue`` lists no jobs (snakemake-executor-plugin-slurm does not
+    load where sinfo is but neither squeue nor sacct)."""
     folder.mkdir(parents=True, exist_ok=True)
-    commands = {"sinfo": partitions, "sshare": accounts}
+    commands = {"sinfo": partitions, "sshare": accounts, "squeue": ()}
     if sacctmgr:
         commands["sacctmgr"] = accounts
     for name, lines in commands.items():

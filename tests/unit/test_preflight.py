@@ -4,7 +4,6 @@ dead endpoint that stops its job at once (cueaudit.inference.openai_backend)."""
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from cueaudit.inference.openai_backend import OpenAIBackend
 from cueaudit.inference.openai_protocol import NO_KEY, OpenAISettings, api_key
 from cueaudit.inference.preflight import check_models, looks_local, probe_endpoint
 from cueaudit.studies import STUDIES
-from tests.helpers.fault_proxy import CannedServer
+from tests.helpers.fault_proxy import CannedServer, chat_completion
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
@@ -151,20 +150,6 @@ def test_problems_of_several_models_are_listed_together() -> None:
 # -- the probe --------------------------------------------------------------------------------
 
 
-def completion(content: str | None = "Yes", logprobs: bool = False, calls: Any = None) -> bytes:
-    choice: dict[str, Any] = {
-        "index": 0,
-        "finish_reason": "stop",
-        "message": {"role": "assistant", "content": content, "tool_calls": calls},
-    }
-    if logprobs:
-        top = [{"token": "Yes", "logprob": -0.1, "bytes": None}]
-        entry = {"token": "Yes", "logprob": -0.1, "bytes": None, "top_logprobs": top}
-        choice["logprobs"] = {"content": [entry]}
-    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
-    return json.dumps(body).encode()
-
-
 def probe_settings(url: str, **kw: Any) -> OpenAISettings:
     return OpenAISettings(model="m", base_url=url, api_key_env=None, **kw)
 
@@ -183,7 +168,7 @@ def probe_error(status: int, body: bytes, answers: dict[str, Any], **kw: Any) ->
 def test_the_probe_records_what_it_found() -> None:
     call = [{"id": "t", "type": "function", "function": {"name": "submit_decision"}}]
     call[0]["function"]["arguments"] = '{"decision": "yes"}'
-    with CannedServer(200, completion('{"decision": "yes"}', True, call)) as server:
+    with CannedServer(200, chat_completion('{"decision": "yes"}', True, call)) as server:
         record = probe_endpoint(
             "api", probe_settings(server.url, logprobs=True), SCORED | JSON_TASK | TOOL_TASK
         )
@@ -225,7 +210,7 @@ def test_a_model_the_endpoint_does_not_serve_is_named() -> None:
 
 
 def test_an_endpoint_without_log_probabilities_is_refused() -> None:
-    assert probe_error(200, completion(), SCORED, logprobs=True) == (
+    assert probe_error(200, chat_completion(), SCORED, logprobs=True) == (
         "config key models.api.openai.logprobs: URL (model 'm'): returned no log-probabilities "
         "(top_logprobs), which the option scores of its tasks need; use a server that returns "
         "them, or set openai.logprobs: false (and analyse the parsed answers)"
@@ -233,13 +218,13 @@ def test_an_endpoint_without_log_probabilities_is_refused() -> None:
 
 
 def test_an_endpoint_that_ignores_schemas_or_tools_is_refused() -> None:
-    assert probe_error(200, completion("Yes, it is."), JSON_TASK) == (
+    assert probe_error(200, chat_completion("Yes, it is."), JSON_TASK) == (
         "config key models.api.openai.schema_dialect: URL (model 'm'): answered task "
         "decide_json's format with text that is not the JSON its schema asks for "
         "(openai.schema_dialect: openai); the design's JSON formats need a server that "
         "honours JSON schemas"
     )
-    assert probe_error(200, completion("Yes"), TOOL_TASK) == (
+    assert probe_error(200, chat_completion("Yes"), TOOL_TASK) == (
         "config key models.api: URL (model 'm'): answered task decide_tool's format without "
         "the forced call of tool 'submit_decision' (tool_choice); the design's tool formats "
         "need a server that honours tools and tool_choice"
