@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from cueaudit.errors import InputError
 from cueaudit.inference import openai_protocol as protocol
@@ -117,12 +117,15 @@ def _refused(where: str, request: Request, error: Any) -> InputError:
     return InputError(where, f"request {request.uid}: HTTP {error.status_code}: {detail}", field)
 
 
+#: The client's HTTP library's errors of a connection never made (refused, no such host,
+#: connect timeout); by name, as httpx and httpx2 (the openai client's, by version) share them.
+CONNECT_ERRORS: Final = frozenset({"ConnectError", "ConnectTimeout"})
+
+
 def connection_failed(error: BaseException) -> bool:
     """Whether a client error is a failure to connect at all (refused, no such host, connect
     timeout), as against an endpoint that answered slowly or dropped a request mid-way."""
-    import httpx
-
-    return isinstance(error.__cause__, httpx.ConnectError | httpx.ConnectTimeout)
+    return type(error.__cause__).__name__ in CONNECT_ERRORS
 
 
 @dataclass(frozen=True)
