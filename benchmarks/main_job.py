@@ -33,10 +33,10 @@ from common import begin_results, default_out, footer, write_results  # noqa: E4
 STAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "inference: probing advice tasks",
-        re.compile(r"generate_responses:(healthcare|legal|salary)$"),
+        re.compile(r"generate_(api_)?responses:(healthcare|legal|salary)$"),
     ),
-    ("inference: race prediction", re.compile(r"generate_responses:race_prediction$")),
-    ("inference: decision audit", re.compile(r"generate_responses:decision_")),
+    ("inference: race prediction", re.compile(r"generate_(api_)?responses:race_prediction$")),
+    ("inference: decision audit", re.compile(r"generate_(api_)?responses:decision_")),
     (
         "set-up and prompts",
         re.compile(
@@ -140,7 +140,7 @@ def main() -> None:
     results["inference_jobs"] = [
         {"task": j["task"], "seconds": j["seconds"]}
         for j in jobs
-        if j["rule"] == "generate_responses"
+        if j["rule"] in ("generate_responses", "generate_api_responses")
     ]
     out = args.out or default_out("main_job", args.smoke)
     write_results(out, results)

@@ -102,6 +102,14 @@ def smollm2_dir(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> 
     return out
 
 
+@pytest.fixture
+def api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand-in keys in the variables the shipped configs' API models name: the workflow
+    refuses to start (a dry run too) while a model's key variable is unset."""
+    for variable in ("OPENAI_API_KEY", "VLLM_API_KEY"):
+        monkeypatch.setenv(variable, "sk-stand-in")
+
+
 SnakemakeRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 

@@ -273,6 +273,14 @@ def _semantic_problems(config: Mapping[str, Any], studies: Mapping[str, Study]) 
         local_weights = BACKENDS[model["backend"]].local_weights
         if local_weights and not has_gguf_package and "path" not in model:
             yield f"config key models.{name}: give 'path' (folder or model id) or 'gguf_package'"
+        # A model behind an API is set up by the backend's own block: no endpoint or model
+        # name is assumed (without it, api.openai.com and the config key would be).
+        if not local_weights and model["backend"] not in model:
+            yield (
+                f"config key models.{name}.{model['backend']}: required with backend "
+                f"{model['backend']} (at least model: the model's name at the endpoint; "
+                "base_url: the endpoint, null for api.openai.com)"
+            )
         if has_gguf_package and "gguf_file" not in model:
             yield f"config key models.{name}.gguf_file: required with gguf_package"
     for study in running:

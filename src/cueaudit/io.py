@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 import polars as pl
 
@@ -250,9 +250,25 @@ def write_text(text: str, path: str | Path, root: str | Path | None = None) -> N
     write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), root)
 
 
-def setup_logging(log_path: str | Path | None = None, level: int = logging.INFO) -> logging.Logger:
-    """Send log records (and uncaught errors) of a workflow script to its rule's log file."""
+#: The logger whose records a workflow script also shows on the console: inference's progress
+#: and retries (a long job is not silent; a failing endpoint is seen as it fails).
+CONSOLE_LOGGER: Final = "cueaudit.inference"
+
+
+def setup_logging(
+    log_path: str | Path | None = None,
+    level: int = logging.INFO,
+    console: str | None = CONSOLE_LOGGER,
+) -> logging.Logger:
+    """Send log records (and uncaught errors) of a workflow script to its rule's log file.
+
+    The records of logger ``console`` go to the console as well: the script's own stderr
+    (Snakemake's console; a Slurm job's output file). An uncaught error reaches the console as
+    its message (``Error: <message>``), its traceback only the log file.
+    """
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if console is not None and log_path is not None:
+        _echo_to_console(console, sys.stderr, level)
     if log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         stream = open(log_path, "w", buffering=1, encoding="utf-8")  # noqa: SIM115
@@ -265,3 +281,20 @@ def setup_logging(log_path: str | Path | None = None, level: int = logging.INFO)
         force=True,
     )
     return logging.getLogger("cueaudit")
+
+
+def _echo_to_console(name: str, stream: TextIO, level: int) -> None:
+    echo = logging.StreamHandler(stream)
+    echo.setLevel(level)
+    echo.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger(name)
+    logger.handlers = [h for h in logger.handlers if not getattr(h, "cueaudit_console", False)]
+    echo.cueaudit_console = True  # type: ignore[attr-defined]
+    logger.addHandler(echo)
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], error: BaseException, trace: Any) -> None:
+        print(f"Error: {error or kind.__name__}", file=stream, flush=True)
+        previous(kind, error, trace)
+
+    sys.excepthook = hook

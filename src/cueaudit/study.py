@@ -18,8 +18,10 @@ from cueaudit.store import ParseRateGroups, ViewBuilder
 Config = Mapping[str, Any]
 #: task -> {outcome, answer, max_new_tokens, shards, and optionally requires (files that must
 #: exist before its first inference job), models (when not every configured model runs it),
-#: seeds (the only seeds of those models it runs)}: what the shared inference and parsing
-#: rules read, and all they read.
+#: seeds (the only seeds of those models it runs), needs_scores ({because, instead}: the
+#: setting that makes the study's analyses read the answers' option scores, and the setting
+#: that does without; a model that cannot score options is refused before any job)}: what the
+#: shared inference and parsing rules read, and all they read.
 InferenceTasks = Mapping[str, Mapping[str, Any]]
 
 

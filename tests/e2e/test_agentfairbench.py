@@ -115,6 +115,7 @@ def test_the_slice_runs_end_to_end_with_the_counts_it_printed(
     ] == {"clear_yes": 3 * 8, "borderline": 3 * 8, "clear_no": 2 * 8}
 
 
+@pytest.mark.usefixtures("api_keys")
 @pytest.mark.skipif(not FAIRFUND.is_file(), reason=f"FairFund stimuli not present at {FAIRFUND}")
 def test_the_paper_design_on_the_split_keeps_its_count_and_a_wrong_count_stops_it(
     tmp_path: Path, run_snakemake: SnakemakeRunner

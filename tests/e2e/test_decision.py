@@ -342,6 +342,7 @@ def paper_config() -> dict:
     return {"cues": {}, **config}
 
 
+@pytest.mark.usefixtures("api_keys")
 @pytest.mark.skipif(not FAIRFUND.is_file(), reason=f"FairFund stimuli not present at {FAIRFUND}")
 def test_the_paper_config_prints_its_request_count_before_running(
     tmp_path: Path, run_snakemake: SnakemakeRunner
@@ -367,6 +368,7 @@ def test_the_paper_config_prints_its_request_count_before_running(
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.usefixtures("api_keys")
 @pytest.mark.skipif(not FAIRFUND.is_file(), reason=f"FairFund stimuli not present at {FAIRFUND}")
 def test_a_wrong_request_count_or_an_untagged_extension_stops_the_run(
     tmp_path: Path, run_snakemake: SnakemakeRunner

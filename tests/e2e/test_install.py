@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tests.helpers.fake_slurm import fake_slurm_bin, path_with
 
 
 def user_env(tmp_path: Path) -> dict[str, str]:
@@ -59,11 +60,13 @@ def test_the_bare_slurm_profile_name_works_after_install(tmp_path: Path) -> None
             ROOT / "profiles" / name / "config.yaml"
         ).read_bytes()
 
-    # the literal command, from the repository root
+    # the literal command, from the repository root, on a login node whose Slurm has the
+    # profile's partitions (stand-ins for sinfo and sacctmgr: the workflow checks them)
+    slurm_bin = fake_slurm_bin(tmp_path / "slurm-bin")
     result = subprocess.run(
         [snakemake_command(), "--profile", "slurm", "-n"],
         cwd=ROOT,
-        env=env,
+        env={**env, "PATH": path_with(slurm_bin, env["PATH"])},
         capture_output=True,
         text=True,
         check=False,

@@ -66,6 +66,7 @@ def jobs(output: str) -> Counter[tuple[str, int, str]]:
     return Counter((m, s, t) for m, s, t, _ in found)
 
 
+@pytest.mark.usefixtures("api_keys")
 def test_the_paper_config_is_the_papers_design(
     tmp_path: Path, run_snakemake: SnakemakeRunner
 ) -> None:
@@ -108,6 +109,7 @@ def test_the_paper_config_is_the_papers_design(
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.usefixtures("api_keys")
 def test_a_design_that_is_not_the_papers_stops(
     tmp_path: Path, run_snakemake: SnakemakeRunner
 ) -> None:
@@ -133,7 +135,12 @@ def small_config(race_prediction: dict | None = None) -> dict:
     config = tiny_config(seeds=[0, 1, 2])
     config["models"]["api"] = {
         "backend": "openai",
-        "openai": {"model": "stand-in", "base_url": "http://127.0.0.1:9/v1"},
+        "openai": {
+            "model": "stand-in",
+            "base_url": "http://127.0.0.1:9/v1",
+            "api_key_env": None,
+            "logprobs": True,
+        },
         "seeds": [0],
     }
     if race_prediction is not None:

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import json
 import random
 import threading
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -172,3 +174,21 @@ class CannedServer:
     def __exit__(self, *_: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def chat_completion(
+    content: str | None = "Yes", logprobs: bool = False, calls: Any = None
+) -> bytes:
+    """A chat-completion body answering ``content`` (with first-token log-probabilities,
+    tool calls), for a :class:`CannedServer`."""
+    choice: dict[str, Any] = {
+        "index": 0,
+        "finish_reason": "stop",
+        "message": {"role": "assistant", "content": content, "tool_calls": calls},
+    }
+    if logprobs:
+        top = [{"token": "Yes", "logprob": -0.1, "bytes": None}]
+        entry = {"token": "Yes", "logprob": -0.1, "bytes": None, "top_logprobs": top}
+        choice["logprobs"] = {"content": [entry]}
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+    return json.dumps(body).encode()

@@ -249,7 +249,7 @@ def test_the_architecture_check_can_fail() -> None:
     assert missing_from_architecture(text, files) == ["gone.py", "cueaudit.inference.gone"]
 
 
-_RULE = re.compile(r"^(?:rule|checkpoint) (\w+):", re.MULTILINE)
+_RULE = re.compile(r"^(?:(?:rule|checkpoint) (\w+):|use rule \w+ as (\w+))", re.MULTILINE)
 
 
 def unknown_profile_rules(profile: dict, rules: set[str]) -> list[str]:
@@ -266,8 +266,10 @@ def unknown_profile_rules(profile: dict, rules: set[str]) -> list[str]:
 
 def test_every_rule_a_profile_names_exists() -> None:
     sources = [ROOT / "Snakefile", *sorted((ROOT / "workflow/rules").rglob("*.smk"))]
-    rules = {name for path in sources for name in _RULE.findall(path.read_text())}
-    assert {"generate_responses", "estimate_decision_contrasts"} <= rules
+    rules = {
+        name for path in sources for names in _RULE.findall(path.read_text()) for name in names
+    } - {""}
+    assert {"generate_responses", "generate_api_responses", "estimate_decision_contrasts"} <= rules
     for path in sorted((ROOT / "profiles").glob("*/config*.yaml")):
         assert unknown_profile_rules(yaml.safe_load(path.read_text()), rules) == [], path
     misspelt = {"groups": {"estimate_decision_contrast": "decision_analysis"}}

@@ -13,6 +13,9 @@ from cueaudit.config import check_config_files, check_input_files, is_complete_c
 from cueaudit.config import seeds_of, validate_config  # noqa: E402
 from cueaudit.cues import REGISTRY as CUE_TYPES  # noqa: E402
 from cueaudit.errors import InputError  # noqa: E402
+from cueaudit.inference.backends import BACKENDS  # noqa: E402
+from cueaudit.inference.preflight import check_models  # noqa: E402
+from cueaudit.slurm import check_slurm  # noqa: E402
 from cueaudit.studies import STUDIES  # noqa: E402
 from cueaudit.study import enabled_studies  # noqa: E402
 
@@ -86,6 +89,14 @@ def register_inference_tasks():
 
 
 stop_on_input_error(register_inference_tasks)
+# Before the first prompt: API keys set (or not needed), local model folders there, option
+# scores available where the analyses read them. The endpoints themselves are probed by the
+# check_model rule (inference.smk), which needs the network.
+stop_on_input_error(check_models, config, INFERENCE_TASKS)
+# Through the Slurm executor (a dry run too): the profile's partitions and account exist. Only
+# where Snakemake was started (its jobs on the nodes run it again, in another mode).
+if not (workflow.remote_exec or workflow.subprocess_exec):
+    stop_on_input_error(check_slurm, sys.argv[1:])
 
 
 def register_study(study, *, tables, view_settings, outputs):
@@ -148,6 +159,26 @@ def task_model_seeds(task):
         for model, seed in model_seed_pairs(task_models(task))
         if only is None or seed in only
     ]
+
+
+def local_weight_models():
+    """Models whose weights run here (their inference asks the GPU of a cluster profile)."""
+    return [m for m in model_names() if BACKENDS[config["models"][m]["backend"]].local_weights]
+
+
+def api_models():
+    """Models behind an API: their inference waits for the endpoint's probe, asks no GPU."""
+    return [m for m in model_names() if m not in local_weight_models()]
+
+
+def model_task_answers(wildcards):
+    """Task -> the outcome, answer settings and token limit of every task ``model`` runs (what
+    the endpoint's probe asks in each task's format)."""
+    return {
+        task: config_slice(INFERENCE_TASKS[task], "outcome", "answer", "max_new_tokens")
+        for task in task_names()
+        if wildcards.model in task_models(task)
+    }
 
 
 def model_spec(wildcards):
@@ -229,8 +260,8 @@ def task_outcome_kinds(tasks=None):
 
 
 def any_of(values):
-    """A regex matching exactly one of ``values`` (wildcard constraints)."""
-    return "|".join(map(re.escape, values))
+    """A regex matching exactly one of ``values`` (wildcard constraints); none: nothing."""
+    return "|".join(map(re.escape, values)) if values else "(?!)"
 
 
 # Shared cue resources: the cue types of the registry (cueaudit.cues.REGISTRY), each on when

@@ -9,6 +9,10 @@ wildcard_constraints:
     shard=r"\d+",
 
 
+# Inference is two rules on one output pattern, told apart by the model's backend (its
+# registry row's local_weights): generate_responses runs weights here (a cluster profile
+# gives it the GPU), generate_api_responses sends requests to an endpoint (no GPU), and only
+# after check_model has probed that endpoint.
 rule generate_responses:
     input:
         prompts="results/prompts/{task}.parquet",
@@ -16,6 +20,8 @@ rule generate_responses:
         requires=task_requirements,
     output:
         "results/responses/{model}/seed{seed}/{task}/{shard}.parquet",
+    wildcard_constraints:
+        model=any_of(local_weight_models()),
     params:
         model=model_spec,
         decoding=config["decoding"],
@@ -36,3 +42,41 @@ rule generate_responses:
         runtime=240,
     script:
         "../scripts/generate_responses.py"
+
+
+use rule generate_responses as generate_api_responses with:
+    input:
+        prompts="results/prompts/{task}.parquet",
+        model="results/models/{model}",
+        requires=task_requirements,
+        # ancient: a probe run again (new tasks, a changed block) reruns no inference
+        preflight=ancient("results/preflight/{model}.json"),
+    wildcard_constraints:
+        model=any_of(api_models()),
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=240,
+
+
+# One short probe of an API model's endpoint before its first inference job: the model is
+# served, returns log-probabilities where its tasks score options, honours its tasks' JSON
+# schemas and tool calls (cueaudit.inference.preflight). Local weights need no probe: their
+# folders are checked when the workflow starts.
+rule check_model:
+    output:
+        "results/preflight/{model}.json",
+    params:
+        model=model_spec,
+        tasks=model_task_answers,
+    wildcard_constraints:
+        model=any_of(api_models()),
+    log:
+        "logs/preflight/{model}.log",
+    conda:
+        "../../envs/inference.yaml"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    script:
+        "../scripts/check_model.py"

@@ -7,8 +7,13 @@ jitter, honouring ``Retry-After`` (``retry-after-ms`` too), until ``give_up_afte
 since the request's first try (and, only if set, ``max_retries`` retries): a time budget,
 because a try count turns a slow but healthy endpoint into lost requests. Other 4xx answers (a
 bad request, a wrong key) and a 200 whose body is not a chat completion are not retried: they
-raise InputError naming the endpoint and the request. The API key is read from the environment
-variable named in the config (``api_key_env``) and is never written to a file or a log line.
+raise InputError naming the endpoint and the request. A request that fails to connect at all
+(connection refused, no such host, connect timeout) ``max_connection_failures`` times in a row
+stops the job with InputError naming the endpoint and the model: a dead endpoint is not waited
+for until the time budget runs out. Each retry is logged as a warning (scripts that log to the
+console show it there too). The API key is read from the environment variable named in the
+config (``api_key_env``; null: a server that needs no key, sent a placeholder) and is never
+written to a file or a log line.
 
 Batch mode (``batch.enabled``) hands the requests to cueaudit.inference.openai_batch; both
 modes send the bodies of cueaudit.inference.openai_protocol.
@@ -29,7 +34,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from cueaudit.errors import InputError
 from cueaudit.inference import openai_protocol as protocol
@@ -97,16 +102,30 @@ def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> 
     return rng.uniform(0, min(cap, base * 2**attempt))
 
 
-def _refused(where: str, request: Request, error: Any) -> InputError:
-    """A 4xx other than 429: the request itself is wrong (or the key), so it is not retried."""
+def refusal(error: Any) -> tuple[str, str | None]:
+    """What an HTTP error answer says (its message), and the setting or body field at fault:
+    ``api_key_env`` for 401 and 403, else the body's ``param``."""
     body = error.body if isinstance(error.body, Mapping) else {}
     detail = body.get("message") or error.message
     field = "api_key_env" if error.status_code in (401, 403) else body.get("param")
-    return InputError(
-        where,
-        f"request {request.uid}: HTTP {error.status_code}: {detail}",
-        str(field) if field else None,
-    )
+    return str(detail), str(field) if field else None
+
+
+def _refused(where: str, request: Request, error: Any) -> InputError:
+    """A 4xx other than 429: the request itself is wrong (or the key), so it is not retried."""
+    detail, field = refusal(error)
+    return InputError(where, f"request {request.uid}: HTTP {error.status_code}: {detail}", field)
+
+
+#: The client's HTTP library's errors of a connection never made (refused, no such host,
+#: connect timeout); by name, as httpx and httpx2 (the openai client's, by version) share them.
+CONNECT_ERRORS: Final = frozenset({"ConnectError", "ConnectTimeout"})
+
+
+def connection_failed(error: BaseException) -> bool:
+    """Whether a client error is a failure to connect at all (refused, no such host, connect
+    timeout), as against an endpoint that answered slowly or dropped a request mid-way."""
+    return type(error.__cause__).__name__ in CONNECT_ERRORS
 
 
 @dataclass(frozen=True)
@@ -307,6 +326,7 @@ class OpenAIBackend:
         messages = body.pop("messages")
         deadline = time.monotonic() + s.give_up_after_s
         where = f"{s.endpoint} (model {model})"
+        unreachable = 0  # connection failures in a row: a dead endpoint stops the job
         for attempt in itertools.count():
             self.stats["requests"] += 1
             tick = time.perf_counter()
@@ -321,9 +341,19 @@ class OpenAIBackend:
                 if error.status_code != 429 and error.status_code < 500:
                     raise _refused(where, request, error) from error
                 delay = retry_after(error.response.headers)
-                reason = f"HTTP {error.status_code}"
+                reason, unreachable = f"HTTP {error.status_code}", 0
             except (openai.APITimeoutError, openai.APIConnectionError) as error:
                 delay, reason = None, type(error).__name__
+                unreachable = unreachable + 1 if connection_failed(error) else 0
+                if unreachable >= s.max_connection_failures:
+                    raise InputError(
+                        where,
+                        f"cannot connect: {unreachable} connection failures in a row "
+                        f"(last: {error.__cause__}); is the server running, and is "
+                        f"openai.base_url right? (stopped at openai.max_connection_failures "
+                        f"{s.max_connection_failures})",
+                        "base_url",
+                    ) from error
             except json.JSONDecodeError as error:  # a 200 that is not JSON: answered, not retried
                 raise InputError(
                     where, f"request {request.uid}: response body is not JSON ({error})"
@@ -352,6 +382,6 @@ class OpenAIBackend:
                     delay,
                 )
             self.stats["retries"] += 1
-            log.info("retry %d of %s in %.2f s (%s)", attempt + 1, request.uid, wait, reason)
+            log.warning("retry %d of %s in %.2f s (%s)", attempt + 1, request.uid, wait, reason)
             await asyncio.sleep(wait)
         raise AssertionError("unreachable")

@@ -74,7 +74,8 @@ class BatchSettings:
 class OpenAISettings:
     model: str
     base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    #: None: the server needs no key (the client sends :data:`NO_KEY`).
+    api_key_env: str | None = "OPENAI_API_KEY"
     concurrency: int = 16
     timeout_s: float = 120.0
     #: None: retries are bounded by ``give_up_after_s`` only (a try count would give up on a
@@ -82,6 +83,8 @@ class OpenAISettings:
     max_retries: int | None = None
     #: A request still failing this long after its first try is given up.
     give_up_after_s: float = 600.0
+    #: A request that fails to connect at all this many times in a row stops the job.
+    max_connection_failures: int = 5
     backoff_base_s: float = 1.0
     backoff_max_s: float = 60.0
     reasoning_effort: str | None = "none"
@@ -105,6 +108,8 @@ class OpenAISettings:
             raise InputError("openai", "must be positive", "give_up_after_s")
         if self.max_retries is not None and self.max_retries < 0:
             raise InputError("openai", "must be null or at least 0", "max_retries")
+        if self.max_connection_failures < 1:
+            raise InputError("openai", "must be at least 1", "max_connection_failures")
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> OpenAISettings:
@@ -120,7 +125,14 @@ class OpenAISettings:
         return self.base_url or OPENAI_BASE_URL
 
 
-def api_key(env: str) -> str:
+#: The key sent to a server that needs none (``api_key_env: null``): the client insists on one.
+NO_KEY: Final = "no-key-needed"
+
+
+def api_key(env: str | None) -> str:
+    """The API key from the environment variable ``env``; :data:`NO_KEY` when it is None."""
+    if env is None:
+        return NO_KEY
     key = os.environ.get(env)
     if not key:
         raise InputError(

@@ -13,6 +13,12 @@ from cueaudit.study import InferenceTasks, Study
 
 #: The labels of the race-prediction task's forced choice (Appendix C.1.1).
 RACE_LABELS: Final = ("Black", "White", "Unknown")
+#: Why the yes/no tasks need option scores under ``binary_outcome: probability``, and the
+#: setting that does without them (the InferenceTasks contract's ``needs_scores``).
+PROBABILITY_OUTCOME: Final = {
+    "because": "probing.analysis.binary_outcome: probability",
+    "instead": "probing.analysis.binary_outcome: answer",
+}
 
 
 def race_prediction_runs(config: Mapping[str, Any]) -> dict[str, list[int]]:
@@ -53,6 +59,10 @@ def inference_tasks(config: Mapping[str, Any]) -> InferenceTasks:
         }
         for task, spec in probing["tasks"].items()
     }
+    if (probing.get("analysis") or {}).get("binary_outcome") == "probability":
+        for task in tasks.values():
+            if task["outcome"] == "binary":  # the analyses read P(Yes), an option score
+                task["needs_scores"] = PROBABILITY_OUTCOME
     spec = probing.get("race_prediction") or {}
     if spec.get("enabled"):
         task = tasks[RACE_PREDICTION] = {

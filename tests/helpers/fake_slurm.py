@@ -1,0 +1,40 @@
+"""Stand-ins for Slurm's client commands on PATH (sinfo, sacctmgr, sshare): what the
+workflow's Slurm pre-flight (cueaudit.slurm) reads, without a cluster."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def fake_slurm_bin(
+    folder: Path,
+    partitions: Sequence[str] = ("debug*", "gpu"),
+    accounts: Sequence[str] = (),
+    sacctmgr: bool = True,
+) -> Path:
+    """A folder of executable stand-ins: ``sinfo`` lists ``partitions``, ``sacctmgr`` and
+    ``sshare`` list ``accounts`` (none: a cluster without accounting); no ``sacctmgr`` when
+    ``sacctmgr`` is False. ``squeue`` lists no jobs (snakemake-executor-plugin-slurm does not
+    load where sinfo is but neither squeue nor sacct)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    commands = {"sinfo": partitions, "sshare": accounts, "squeue": ()}
+    if sacctmgr:
+        commands["sacctmgr"] = accounts
+    for name, lines in commands.items():
+        script = folder / name
+        body = "".join(f"echo '{line}'\n" for line in lines)
+        script.write_text(f"#!/bin/sh\n{body}", encoding="utf-8")
+        script.chmod(0o755)
+    return folder
+
+
+def path_with(folder: Path, path: str | None = None) -> str:
+    """``PATH`` with ``folder`` first and no real Slurm command after it."""
+    kept = [
+        entry
+        for entry in (path if path is not None else os.environ.get("PATH", "")).split(os.pathsep)
+        if entry and not (Path(entry) / "sinfo").exists()
+    ]
+    return os.pathsep.join([str(folder), *kept])
