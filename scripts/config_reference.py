@@ -1,7 +1,7 @@
 """Write docs/configuration-reference.md from the config schemas.
 
     python scripts/config_reference.py            # rewrite the page
-    python scripts/config_reference.py --check    # exit 1 if the page is not what the schemas render
+    python scripts/config_reference.py --check    # exit 1 if the page is not what they render
 
 The page lists every key of the shared schema and of each registered study's block schema
 (cueaudit.config_reference.render over cueaudit.config.study_schema).

@@ -98,7 +98,9 @@ def _row(path: str, schema: Schema, required: bool) -> str:
     description = str(schema.get("description", ""))
     if required:
         description = "*required*" + (f"; {description}" if description else "")
-    return f"| `{path}` | {_cell(describe_type(schema))} | {_cell(default)} | {_cell(description)} |"
+    return (
+        f"| `{path}` | {_cell(describe_type(schema))} | {_cell(default)} | {_cell(description)} |"
+    )
 
 
 def _object_branch(schema: Schema) -> Schema | None:

@@ -20,7 +20,9 @@ PAGE = ROOT / "docs/configuration-reference.md"
 
 
 def _script() -> Any:
-    spec = importlib.util.spec_from_file_location("config_reference", ROOT / "scripts/config_reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "config_reference", ROOT / "scripts/config_reference.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
