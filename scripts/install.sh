@@ -12,7 +12,7 @@
 # The profiles in profiles/ (except default, which Snakemake reads from the checkout) are
 # copied into your Snakemake config folder, ~/.config/snakemake/<name>/, where the bare name
 # (snakemake --profile slurm) finds them; a profile of yours with that name is never replaced.
-# On a GPU cluster install the CUDA build of torch first (see README, "Running on a cluster").
+# On a GPU cluster install the CUDA build of torch first (docs/running-on-a-cluster.md, "Software").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

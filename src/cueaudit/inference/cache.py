@@ -1,6 +1,6 @@
 """Content-addressed response cache: an answer is computed (and paid for) once.
 
-Layout (plain parquet, documented in the README)::
+Layout (plain parquet, documented in docs/models.md, "The response cache")::
 
     results/cache/responses/{model}/seed{seed}/{task}/{shard}of{n_shards}.{stamp}.parquet
 

@@ -22,7 +22,7 @@ from cueaudit.io import write_csv, write_parquet
 
 log = logging.getLogger(__name__)
 
-# Thresholds that reproduce most of the published lists from the real data (see README).
+# Thresholds that reproduce most of the published lists from the real data (docs/cue-resources.md).
 DEFAULTS: Final = {
     "top_n": 50,
     "min_ssa_count": 1000,
