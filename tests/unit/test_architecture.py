@@ -274,3 +274,54 @@ def test_every_rule_a_profile_names_exists() -> None:
         assert unknown_profile_rules(yaml.safe_load(path.read_text()), rules) == [], path
     misspelt = {"groups": {"estimate_decision_contrast": "decision_analysis"}}
     assert unknown_profile_rules(misspelt, rules) == ["estimate_decision_contrast"]
+
+
+#: Library code that may start processes: inference (vLLM's engine, spawned where it runs
+#: apart). A script importing it, or handing work to processes (``workers=``: the
+#: specification curve's relabellings), runs under a __main__ guard, since a spawned process
+#: imports the script again, without Snakemake's `snakemake` object.
+SPAWNING = {"cueaudit.inference.runner"}
+
+
+def _script_imports(script: Path) -> set[str]:
+    """The ``cueaudit`` modules a workflow script imports (absolute imports only)."""
+    return {
+        node.module
+        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cueaudit")
+    }
+
+
+def _hands_out_work(script: Path) -> bool:
+    tree = ast.parse(script.read_text(encoding="utf-8"))
+    return any(isinstance(node, ast.keyword) and node.arg == "workers" for node in ast.walk(tree))
+
+
+def _unguarded_work(script: Path) -> list[int]:
+    """Lines of the script's top level that run outside an ``if __name__ == "__main__":``."""
+    tree = ast.parse(script.read_text(encoding="utf-8"))
+    lines = []
+    for node in tree.body:
+        if isinstance(node, ast.Import) and [a.name for a in node.names] == ["_library"]:
+            continue
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            continue
+        lines.append(node.lineno)
+    return lines
+
+
+def test_scripts_that_may_start_processes_run_under_a_main_guard() -> None:
+    scripts = sorted((ROOT / "workflow/scripts").glob("*.py"))
+    spawning = [s for s in scripts if _script_imports(s) & SPAWNING or _hands_out_work(s)]
+    names = {s.name for s in spawning}
+    assert {"generate_responses.py", "estimate_decision_specification_curve.py"} <= names
+    unguarded = {s.name: lines for s in spawning if (lines := _unguarded_work(s))}
+    assert not unguarded, f"work outside `if __name__ == '__main__':` (script: lines): {unguarded}"
+
+
+def test_the_main_guard_check_sees_work_outside_the_guard(tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text("import _library\nfrom cueaudit.io import setup_logging\nrun()\n")
+    assert _unguarded_work(script) == [2, 3]
+    script.write_text("import _library\nif __name__ == '__main__':\n    run()\n")
+    assert _unguarded_work(script) == []
