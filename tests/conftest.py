@@ -222,6 +222,7 @@ GROUPS: tuple[str, ...] = (
     "bad_inputs",
     "e2e",
     "slurm",
+    "vllm",
     "benchmarks",
 )
 #: The unit-test modules that check the estimators against R (tests/r).
