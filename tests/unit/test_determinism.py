@@ -38,7 +38,8 @@ from cueaudit.inference.openai_protocol import OpenAISettings, generation_from_b
 from cueaudit.inference.runner import run_shard
 from cueaudit.store import build_database
 from cueaudit.studies import STUDIES
-from tests.helpers.inference import prompt_table
+from tests.helpers.fault_proxy import CannedServer
+from tests.helpers.inference import llama_openai_config, prompt_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
@@ -330,3 +331,63 @@ def test_fingerprints_are_kept_and_old_cache_parts_read(tmp_path: Path) -> None:
     frame = read_part(part)
     assert frame["system_fingerprint"].to_list() == [None]
     assert frame["completion"].to_list() == ["Yes"]
+
+
+def api_job(tmp: Path, url: str, decoding: dict[str, Any], n: int = 4) -> tuple[pl.DataFrame, Path]:
+    """A shard of ``n`` prompts through the OpenAI backend at ``url`` (key CUEAUDIT_TEST_KEY)."""
+    prompts = tmp / "prompts.parquet"
+    prompt_table().head(n).write_parquet(prompts)
+    spec = {"backend": "openai", "openai": {**llama_openai_config(url), "concurrency": 2}}
+    out = tmp / "responses" / "0.parquet"
+    responses = run_shard(
+        prompts_path=prompts,
+        shard=0,
+        n_shards=1,
+        model_dir=tmp,
+        model_name="api",
+        model_spec=spec,
+        task="healthcare",
+        seed=0,
+        decoding=decoding,
+        max_new_tokens=4,
+        out_path=out,
+        cache_dir=tmp / "cache",
+        backend=OpenAIBackend.from_spec({"model_id": f"openai:smollm2@{url}"}, spec),
+    )
+    return responses, out
+
+
+def test_api_fingerprints_reach_the_cache_the_shard_and_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An endpoint answering as OpenAI's does (a ``system_fingerprint`` in every body), over
+    HTTP through the real client: each answer keeps it, and the record counts them."""
+    monkeypatch.setenv("CUEAUDIT_TEST_KEY", "sk-test")
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "smollm2",
+        "system_fingerprint": "fp_44709d6fcb",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Yes"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
+    }
+    with CannedServer(200, json.dumps(body).encode()) as server:
+        responses, out = api_job(tmp_path, server.url, {"temperature": 0, "determinism_checks": 2})
+        assert server.hits == 4 + 2  # the answers, then two of them again
+    assert responses["system_fingerprint"].to_list() == ["fp_44709d6fcb"] * 4
+    cached = ResponseCache(tmp_path / "cache", "api", 0, "healthcare", 0, 1)
+    assert (
+        cached.lookup(responses["cache_key"])["system_fingerprint"].to_list()
+        == ["fp_44709d6fcb"] * 4
+    )
+    record = read_record(out)
+    assert record is not None and record["system_fingerprints"] == {"fp_44709d6fcb": 4}
+    assert (record["backend"], record["checked"], record["identical"]) == ("openai", 2, 2)
+    assert record["max_option_logprob_diff"] is None  # no logprobs asked
