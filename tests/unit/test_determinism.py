@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,13 @@ from cueaudit.inference.runner import run_shard
 from cueaudit.store import build_database
 from cueaudit.studies import STUDIES
 from tests.helpers.fault_proxy import CannedServer
-from tests.helpers.inference import llama_openai_config, prompt_table
+from tests.helpers.inference import (
+    llama_openai_config,
+    llama_server,
+    llama_server_available,
+    llama_settings,
+    prompt_table,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
@@ -391,3 +398,37 @@ def test_api_fingerprints_reach_the_cache_the_shard_and_the_record(
     assert record is not None and record["system_fingerprints"] == {"fp_44709d6fcb": 4}
     assert (record["backend"], record["checked"], record["identical"]) == ("openai", 2, 2)
     assert record["max_option_logprob_diff"] is None  # no logprobs asked
+
+
+@pytest.fixture(scope="module")
+def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if not llama_server_available():
+        pytest.skip("llama-cpp-python[server] not installed (bash scripts/install.sh --test)")
+    with llama_server(tmp_path_factory.mktemp("llama") / "server.log") as url:
+        yield url
+
+
+def test_a_greedy_job_on_the_llama_server_is_checked_and_keeps_what_it_serves(
+    llama_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real OpenAI-compatible test server: greedy decoding goes on the wire as temperature
+    0, two answers are asked again alone, and each answer keeps the ``system_fingerprint``
+    the server sends (llama-cpp-python 0.3 sends none: null, as in its raw response)."""
+    monkeypatch.setenv("CUEAUDIT_TEST_KEY", "sk-test")
+    responses, out = api_job(tmp_path, llama_url, {"temperature": 0, "determinism_checks": 2})
+    backend = OpenAIBackend(llama_settings(llama_url))
+    body = backend.body(Request("u", "Say yes.", 0), Decoding(temperature=0.0, max_new_tokens=2))
+    assert body["temperature"] == 0.0 and "top_p" not in body
+    raw = (
+        backend.client(asynchronous=False)
+        .chat.completions.create(
+            model=body.pop("model"), messages=body.pop("messages"), extra_body=body
+        )
+        .model_dump()
+    )
+    served = raw.get("system_fingerprint") or None
+    assert responses["system_fingerprint"].to_list() == [served] * responses.height
+    record = read_record(out)
+    assert record is not None and record["backend"] == "openai"
+    assert record["fresh"] == 4 and record["checked"] == 2 and record["identical"] <= 2
+    assert record["system_fingerprints"] == ({served: 4} if served else None)
