@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import sys
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
@@ -15,6 +16,8 @@ import yaml
 from cueaudit.errors import InputError
 from cueaudit.inference.backends import BACKENDS
 from cueaudit.study import Study, enabled_studies
+
+log = logging.getLogger(__name__)
 
 
 def _is_integer(checker: Any, instance: Any) -> bool:
@@ -225,6 +228,26 @@ def validate_config(
         problems = list(_semantic_problems(config, studies))
     if problems:
         raise InputError("config", "invalid configuration:\n  " + "\n  ".join(problems))
+    for warning in config_warnings(config):
+        log.warning("%s", warning)
+
+
+def config_warnings(config: Mapping[str, Any]) -> list[str]:
+    """What a valid config does that its author may not mean: greedy decoding with more than
+    one seed (every seed answers the same, so the seeds beyond the first repeat the answers;
+    the analyses keep seeds apart, so they are repeated work, not more evidence)."""
+    if (config.get("decoding") or {}).get("temperature") != 0:
+        return []
+    repeated = {m: seeds for m in config["models"] if len(seeds := seeds_of(config, m)) > 1}
+    if not repeated:
+        return []
+    runs = "; ".join(f"{m}: seeds {', '.join(map(str, s))}" for m, s in repeated.items())
+    return [
+        "config key decoding.temperature: 0 is greedy decoding, which draws nothing from the "
+        f"seed, so every seed gives the same answers ({runs}); the seeds beyond the first "
+        "repeat the first one's answers (API models may still vary). Give one seed "
+        "(seeds: [0]) or sample (temperature > 0)"
+    ]
 
 
 def study_schema(schema_path: str | Path, studies: Mapping[str, Study]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -238,8 +238,17 @@ def write_atomic(
         write(tmp)
 
 
-def write_parquet(frame: pl.DataFrame, path: str | Path, root: str | Path | None = None) -> None:
-    write_atomic(path, lambda tmp: frame.write_parquet(tmp, compression="zstd"), root)
+def write_parquet(
+    frame: pl.DataFrame,
+    path: str | Path,
+    root: str | Path | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> None:
+    """Write ``frame`` atomically, with ``metadata`` as the file's key-value metadata."""
+    meta = dict(metadata) if metadata else None
+    write_atomic(
+        path, lambda tmp: frame.write_parquet(tmp, compression="zstd", metadata=meta), root
+    )
 
 
 def write_csv(frame: pl.DataFrame, path: str | Path, root: str | Path | None = None) -> None:

@@ -1,9 +1,10 @@
 """DuckDB over the workflow's parquet tables, and the published database file.
 
 Shared by every study: the base relations ``prompts``, ``responses`` and ``outcomes``, the
-``parse_rates`` of the parsed answers (grouped by columns the caller names) and the
-``provenance`` of the answers. A study adds its own views through functions it passes in
-(:data:`ViewBuilder`); nothing here knows which study calls it.
+``parse_rates`` of the parsed answers (grouped by columns the caller names), the
+``provenance`` of the answers and the ``determinism`` of each response shard (its answers
+re-answered alone, cueaudit.inference.determinism). A study adds its own views through
+functions it passes in (:data:`ViewBuilder`); nothing here knows which study calls it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Final
 import duckdb
 import polars as pl
 
+from cueaudit.inference.determinism import determinism_table
 from cueaudit.io import atomic_path
 from cueaudit.prompts import TEXT_PARTS
 
@@ -26,7 +28,14 @@ Paths = Sequence[str | Path]
 ViewBuilder = Callable[[duckdb.DuckDBPyConnection], None]
 
 #: Tables :func:`build_database` writes itself; ``tables`` may not use these names.
-SHARED_TABLES: Final = ("prompts", "responses", "outcomes", "parse_rates", "provenance")
+SHARED_TABLES: Final = (
+    "prompts",
+    "responses",
+    "outcomes",
+    "parse_rates",
+    "provenance",
+    "determinism",
+)
 #: The table of normalised prompt rows (prefix and body, no text) behind the ``prompts`` view.
 PROMPT_PARTS: Final = "prompt_parts"
 
@@ -299,12 +308,15 @@ def build_database(
     views: Sequence[ViewBuilder] = (),
     parse_rate_groups: Sequence[ParseRateGroups] = (ParseRateGroups(),),
     provenance: Mapping[str, Mapping[str, Any]] | None = None,
+    determinism: pl.DataFrame | None = None,
 ) -> None:
     """Write the DuckDB file: the tables of :data:`SHARED_TABLES` (``parse_rates`` as
     :func:`parse_rates` for each of ``parse_rate_groups``, one per study, stacked by column
-    name; ``provenance`` as :func:`provenance_table`), the analysis ``tables`` (parquet or
-    CSV, by table name) and then the study ``views``. Normalised prompt tables are stored as
-    the table :data:`PROMPT_PARTS`, and ``prompts`` is a view over it with the ``text``.
+    name; ``provenance`` as :func:`provenance_table`; ``determinism`` the given table, else
+    :func:`cueaudit.inference.determinism.determinism_table` of the response shards), the
+    analysis ``tables`` (parquet or CSV, by table name) and then the study ``views``.
+    Normalised prompt tables are stored as the table :data:`PROMPT_PARTS`, and ``prompts`` is
+    a view over it with the ``text``.
 
     The file is built under a temporary name and renamed, so a failure leaves no partial
     database behind.
@@ -331,6 +343,10 @@ def build_database(
             con.execute(f"CREATE TABLE parse_rates AS {rates}")
             with _settings(con, provenance) as settings:
                 con.execute(f"CREATE TABLE provenance AS {_provenance_sql(con, settings)}")
+            checks = determinism_table(responses) if determinism is None else determinism
+            con.register("determinism_rows", checks)
+            con.execute("CREATE TABLE determinism AS SELECT * FROM determinism_rows")
+            con.unregister("determinism_rows")
             for name, path in (tables or {}).items():
                 reader = "read_parquet" if str(path).endswith(".parquet") else "read_csv_auto"
                 con.execute(f"CREATE TABLE {name} AS SELECT * FROM {reader}({sql_literal(path)})")

@@ -64,6 +64,19 @@ def test_workflow_end_to_end(finished_run: Path, run_snakemake: SnakemakeRunner)
     assert parse_rates["n_responses"].sum() == len(TASKS) * N_BASE * N_CUES * N_SEEDS
     assert parse_rates["parse_rate"].is_between(0, 1).all()
 
+    # Determinism on record: every shard (2 per task and seed) answered the default 4 of its
+    # fresh answers again alone; float32 on one machine gives them back identical, and the
+    # yes/no task's option scores agree. The report's CSV is the database's table.
+    determinism = con.sql("SELECT * FROM determinism ORDER BY ALL").pl()
+    assert determinism.height == len(TASKS) * 2 * N_SEEDS
+    assert (determinism["checked"] == 4).all() and determinism["note"].is_null().all()
+    assert (determinism["identical"] == determinism["checked"]).all()
+    diffs = determinism.filter(pl.col("task") == "healthcare")["max_option_logprob_diff"]
+    assert diffs.is_not_null().all() and (diffs < 1e-4).all()
+    assert determinism["system_fingerprints"].is_null().all()  # a local model has none
+    csv = pl.read_csv(results / "tables/determinism.csv", schema=determinism.schema)
+    assert csv.sort(determinism.columns).equals(determinism)
+
     ratios = con.sql("SELECT * FROM ratios_race WHERE task = 'healthcare'").pl()
     assert set(ratios["cue"]) == {"explicit", "name_rosenman", "name_tzioumis"}
     assert ratios["ratio"].is_not_null().all()

@@ -26,6 +26,7 @@ from cueaudit.inference.vllm_backend import (
     guided_schema,
     option_scores,
     output_schema,
+    sampling_arguments,
     sampling_params,
     scored_tokens,
     scoring_request,
@@ -64,6 +65,15 @@ def test_requests_carry_per_prompt_seeds_and_task_budget() -> None:
     assert no_top_k["top_k"] == -1
     # Plain text asks for neither logprobs nor structure.
     assert first["logprob_token_ids"] is None and built[0].structured is None
+
+
+def test_greedy_decoding_is_vllms_temperature_zero_alone() -> None:
+    """Temperature 0 is vLLM's greedy; the filters, which cannot change a greedy answer, are
+    not passed, and the repetition penalty is."""
+    greedy = Decoding(temperature=0.0, top_p=0.9, top_k=50, min_p=0.1, repetition_penalty=1.2)
+    assert sampling_arguments(greedy) == {"temperature": 0.0, "repetition_penalty": 1.2}
+    sampled = Decoding(temperature=1.0, top_p=0.9, top_k=50)
+    assert sampling_arguments(sampled) == {"temperature": 1.0, "top_p": 0.9, "top_k": 50}
 
 
 def test_options_schemas_and_forced_tools_shape_the_requests() -> None:

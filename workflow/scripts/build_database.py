@@ -6,6 +6,8 @@ from cueaudit.io import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
+from cueaudit.inference.determinism import determinism_table  # noqa: E402
+from cueaudit.io import write_csv  # noqa: E402
 from cueaudit.models import model_provenance  # noqa: E402
 from cueaudit.store import build_database  # noqa: E402
 from cueaudit.studies import STUDIES  # noqa: E402
@@ -19,8 +21,9 @@ provenance = {
     for folder in snakemake.input.models
 }
 
+determinism = determinism_table(snakemake.input.responses)
 build_database(
-    snakemake.output[0],
+    snakemake.output.database,
     prompts=snakemake.input.prompts,
     responses=snakemake.input.responses,
     outcomes=snakemake.input.outcomes,
@@ -28,5 +31,7 @@ build_database(
     views=views,
     parse_rate_groups=parse_rate_groups,
     provenance=provenance,
+    determinism=determinism,
 )
-log.info("wrote %s", snakemake.output[0])
+write_csv(determinism, snakemake.output.determinism)
+log.info("wrote %s and %s", snakemake.output.database, snakemake.output.determinism)

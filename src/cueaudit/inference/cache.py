@@ -116,6 +116,8 @@ def read_part(path: str | Path) -> pl.DataFrame:
         )
     if "generated" not in frame.columns:  # parts written before answers kept their time
         frame = frame.with_columns(generated=pl.col("created"))
+    if "system_fingerprint" not in frame.columns:  # parts written before it was kept
+        frame = frame.with_columns(system_fingerprint=pl.lit(None, pl.String))
     return frame.select(list(CACHE_SCHEMA)).cast(CACHE_SCHEMA)
 
 

@@ -24,6 +24,8 @@ from typing import Any, Final, Protocol
 
 import polars as pl
 
+from cueaudit.errors import InputError
+
 log = logging.getLogger(__name__)
 
 #: Columns a backend fills for each prompt, with their types.
@@ -39,6 +41,9 @@ GENERATION_SCHEMA: Final = {
     #: True when the output was constrained to a schema (a JSON schema or a forced tool).
     "constrained": pl.Boolean,
     "seconds": pl.Float64,
+    #: The API's ``system_fingerprint`` (its backend configuration when it answered); null for
+    #: local backends, for APIs that send none and in cache files written before it was kept.
+    "system_fingerprint": pl.String,
 }
 GENERATION_FIELDS: Final = tuple(GENERATION_SCHEMA)
 
@@ -154,6 +159,8 @@ SAMPLING_KEYS: Final = ("temperature", "top_p", "top_k", "min_p", "repetition_pe
 #: What of them the chat-completions API accepts; the others are never sent.
 API_SAMPLING_KEYS: Final = ("temperature", "top_p")
 _INTEGER_KEYS: Final = frozenset({"top_k"})
+#: Filters that always keep the most likely token, so greedy decoding ignores them.
+GREEDY_IGNORED: Final = ("top_p", "top_k", "min_p")
 
 
 @dataclass(frozen=True)
@@ -164,6 +171,13 @@ class Decoding:
     and for API backends a key not sent (the API's default). The values a run uses come from
     :meth:`from_config`: the config's ``decoding`` block where it sets a key, else the model's
     own generation config (the paper: temperature 1, framework defaults otherwise).
+
+    Temperature 0 is greedy decoding (:attr:`greedy`): every backend takes the most likely
+    token at each step (the HF engine its argmax, vLLM and APIs ``temperature: 0``). Top-k,
+    top-p and min-p always keep the most likely token, so they cannot change a greedy answer:
+    they are not applied (None) and not sent. The repetition penalty still applies (it
+    changes which token is the most likely). The seed draws nothing under greedy decoding:
+    every seed gives the same answers.
     """
 
     temperature: float | None = 1.0
@@ -172,6 +186,18 @@ class Decoding:
     max_new_tokens: int = 16
     min_p: float | None = None
     repetition_penalty: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature is not None and self.temperature < 0:
+            raise InputError("config", f"{self.temperature} is below 0", "decoding.temperature")
+        if self.greedy:  # the filters keep the most likely token: nothing to apply
+            for key in GREEDY_IGNORED:
+                object.__setattr__(self, key, None)
+
+    @property
+    def greedy(self) -> bool:
+        """Temperature 0: the most likely token at every step, whatever the seed."""
+        return self.temperature == 0
 
     @classmethod
     def from_config(
@@ -201,18 +227,29 @@ class Decoding:
             if value is not None:
                 value = int(value) if key in _INTEGER_KEYS else float(value)
             values[key] = value
+        if values["temperature"] == 0:
+            ignored = {k: decoding[k] for k in GREEDY_IGNORED if decoding.get(k) is not None}
+            if ignored:
+                log.warning(
+                    "decoding.temperature 0 is greedy decoding: %s cannot change its answers "
+                    "and are not applied",
+                    ", ".join(f"{k} = {v!r}" for k, v in ignored.items()),
+                )
         return cls(max_new_tokens=int(max_new_tokens), **values)
 
     def sampling(self) -> dict[str, Any]:
-        """The sampling parameters (everything but the token limit), as recorded in provenance."""
-        return {key: getattr(self, key) for key in SAMPLING_KEYS}
+        """The sampling parameters (everything but the token limit), as recorded in provenance;
+        ``greedy: true`` is added under greedy decoding."""
+        values = {key: getattr(self, key) for key in SAMPLING_KEYS}
+        return {**values, "greedy": True} if self.greedy else values
 
     def cache_fields(self) -> dict[str, Any]:
         """What of the decoding enters the response-cache key: the values actually applied.
 
         Temperature, top-p, top-k and the token limit always enter, as they always did (so the
         keys of answers sampled with the same values stay what they were); min-p and the
-        repetition penalty only when they change the sampling (min-p > 0, penalty != 1).
+        repetition penalty only when they change the sampling (min-p > 0, penalty != 1), and
+        ``greedy: true`` under greedy decoding.
         """
         fields: dict[str, Any] = {
             "temperature": self.temperature,
@@ -224,6 +261,8 @@ class Decoding:
             fields["min_p"] = self.min_p
         if self.repetition_penalty is not None and self.repetition_penalty != 1.0:
             fields["repetition_penalty"] = self.repetition_penalty
+        if self.greedy:
+            fields["greedy"] = True
         return fields
 
 
@@ -291,6 +330,7 @@ class Generation:
     tool_calls: tuple[ToolCall, ...] = ()
     constrained: bool = False
     seconds: float = 0.0
+    system_fingerprint: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def row(self) -> dict[str, Any]:
@@ -308,6 +348,7 @@ class Generation:
             ),
             "constrained": self.constrained,
             "seconds": self.seconds,
+            "system_fingerprint": self.system_fingerprint,
         }
 
 
@@ -319,7 +360,8 @@ class Backend(Protocol):
     ``flush_every_batch`` asks the runner to write each batch to the cache at once (paid
     answers). Optionally, ``sampling_defaults`` holds the model's own sampling parameters
     (its generation config) and ``sampling_keys`` the parameters the backend can apply
-    (:func:`backend_decoding`).
+    (:func:`backend_decoding`); ``rechecks`` false stops the runner from re-answering prompts
+    alone (cueaudit.inference.determinism; the Batch API).
     """
 
     name: str

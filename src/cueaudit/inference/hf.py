@@ -22,6 +22,8 @@ How a shard is computed:
    are transformers' (the repetition penalty, then temperature, top-k, top-p and min-p, in
    its order), resolved from the model's generation config unless the config sets them
    (:attr:`HFEngine.sampling_defaults`, cueaudit.inference.core.Decoding.from_config).
+   Temperature 0 is greedy decoding: each row takes its argmax (transformers' ``do_sample``
+   false); option scores are the same either way.
 5. Option scores (``AnswerSpec.options``) come from the same prefill
    (cueaudit.inference.hf_options): a single-token form's log-probability from the first
    decoding step's logits, a multi-token form's by feeding every such form side by side (a

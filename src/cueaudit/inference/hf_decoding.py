@@ -1,10 +1,12 @@
 """The HF engine's decoding loop: per-row random streams, grammar masks, early exit.
 
 Each row draws its tokens from its own uniforms (cueaudit.inference.sampling), so outputs do
-not depend on the batch. The sampling parameters are transformers' (the repetition penalty,
-then temperature, top-k, top-p and min-p, in its order); a constrained row's disallowed
-tokens are masked after the penalty, before the filters (cueaudit.inference.constrained). A
-row leaves the batch at once when it draws a stop token or its grammar is complete.
+not depend on the batch; under greedy decoding (temperature 0) each row takes the argmax of
+its (penalised, masked) logits instead and draws nothing. The sampling parameters are
+transformers' (the repetition penalty, then temperature, top-k, top-p and min-p, in its
+order); a constrained row's disallowed tokens are masked after the penalty, before the
+filters (cueaudit.inference.constrained). A row leaves the batch at once when it draws a stop
+token or its grammar is complete.
 """
 
 from __future__ import annotations
@@ -60,8 +62,11 @@ def decode(
         if seen is not None:
             logits = penalise_repeats(logits, seen[active], params.repetition_penalty)
         mask_logits(logits, [matchers[i] for i in active])
-        probs = filtered_probs(logits, params)
-        drawn = sample_tokens(probs, uniforms[active, step].to(probs.device)).tolist()
+        if params.greedy:  # the first of the most likely tokens (torch's argmax)
+            drawn = logits.argmax(dim=-1).tolist()
+        else:
+            probs = filtered_probs(logits, params)
+            drawn = sample_tokens(probs, uniforms[active, step].to(probs.device)).tolist()
         if seen is not None:
             at = seen.device
             seen[torch.tensor(active, device=at), torch.tensor(drawn, device=at)] = True

@@ -183,6 +183,12 @@ class OpenAIBackend:
         base_url = openai.get("base_url") or protocol.OPENAI_BASE_URL
         return base_url, f"openai:{model}@{base_url}"
 
+    @property
+    def rechecks(self) -> bool:
+        """Whether the runner may re-answer a few prompts alone (its determinism check): not
+        through the Batch API, where each answer is a submission of up to 24 h."""
+        return not self.settings.batch.enabled
+
     def identity(self) -> dict[str, Any]:
         s = self.settings
         return {

@@ -16,6 +16,9 @@ a response body back into a :class:`Generation`.
   ``"tool_calls"``).
 - **Option scores** come from the first generated token's ``top_logprobs``: see
   :func:`option_logprobs`.
+- **Fingerprint.** The response's ``system_fingerprint`` (the backend configuration that
+  answered) is kept with each answer.
+- **Greedy decoding** (``temperature: 0``) is sent as temperature 0 without ``top_p``.
 """
 
 from __future__ import annotations
@@ -355,4 +358,10 @@ def generation_from_body(
         tool_calls=tool_calls(message),
         constrained=answer.constrained,
         seconds=seconds,
+        system_fingerprint=_fingerprint(body.get("system_fingerprint")),
     )
+
+
+def _fingerprint(value: Any) -> str | None:
+    """The response's ``system_fingerprint`` as text (None when absent or empty)."""
+    return str(value) if value not in (None, "") else None

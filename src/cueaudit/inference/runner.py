@@ -2,7 +2,9 @@
 
 Every answer goes through the response cache (cueaudit.inference.cache): cached answers are
 served without a model call, finished batches are flushed to the cache while the job runs
-(so a killed job resumes where it stopped), and the shard table is assembled from both.
+(so a killed job resumes where it stopped), and the shard table is assembled from both. A few
+fresh answers are then answered again alone, and the shard's parquet metadata records how
+many came back the same (cueaudit.inference.determinism).
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ from cueaudit.inference.core import (
     Request,
     backend_decoding,
     canonical_json,
+)
+from cueaudit.inference.determinism import (
+    ShardRecord,
+    check_shard,
+    checks_of,
+    fingerprint_counts,
 )
 from cueaudit.io import write_parquet
 from cueaudit.prompts import group_expr, scan_prompts, shard_of
@@ -146,6 +154,8 @@ def run_shard(
         identity.get("model"),
     )
     fresh = _generate(backend, misses, params, cache, flush_rows, flush_seconds)
+    # A few fresh answers again, each alone; compared, then dropped (cached nowhere).
+    check = check_shard(backend, fresh, requests, params, checks_of(decoding))
     answered = pl.concat(
         [
             cached.with_columns(cache_hit=pl.lit(True)),
@@ -165,7 +175,21 @@ def run_shard(
     missing = responses.filter(pl.col("completion").is_null()).height
     if missing:
         raise RuntimeError(f"{missing} prompts of the shard got no answer from {backend.name}")
-    write_parquet(responses, out_path)
+    record = ShardRecord(
+        model=model_name,
+        seed=seed,
+        task=task,
+        shard=shard,
+        n_shards=n_shards,
+        backend=backend.name,
+        fresh=len(fresh),
+        checked=check.checked,
+        identical=check.identical,
+        max_option_logprob_diff=check.max_option_logprob_diff,
+        system_fingerprints=fingerprint_counts(responses["system_fingerprint"]),
+        note=check.note,
+    )
+    write_parquet(responses, out_path, metadata=record.metadata())
     log.info(
         "model calls: %d, cache hits: %d, options scored for cached answers: %d",
         len(fresh),

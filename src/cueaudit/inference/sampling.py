@@ -31,6 +31,11 @@ class SamplingParams:
     repetition_penalty: float | None = None
 
     @property
+    def greedy(self) -> bool:
+        """Temperature 0: the argmax, nothing drawn (:func:`filtered_probs` does not apply)."""
+        return self.temperature == 0
+
+    @property
     def penalises_repeats(self) -> bool:
         return self.repetition_penalty is not None and self.repetition_penalty != 1.0
 

@@ -173,6 +173,8 @@ def sampling_arguments(decoding: Decoding) -> dict[str, Any]:
     a model's generation config, ``generation_config="auto"``, only to requests built without
     sampling parameters, and then only the values that differ from transformers' defaults, so
     the model's defaults are resolved here, as for the HF engine: both sample alike.)
+    Greedy decoding passes ``temperature=0``, vLLM's greedy; its top-k, top-p and min-p are
+    None (``Decoding``: they cannot change a greedy answer), so none is passed.
     """
     arguments: dict[str, Any] = {}
     if decoding.temperature is not None:
