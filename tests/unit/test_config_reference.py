@@ -54,7 +54,8 @@ def test_every_key_has_a_row_with_its_type_default_and_description() -> None:
     }
     assert rows["models.<model>.openai.logprobs"] == (
         "| `models.<model>.openai.logprobs` | boolean | `false` | request top logprobs: "
-        "first-token option scores (P(Yes), P(rating), P(label)) |"
+        "first-token option scores (P(Yes), P(rating), P(label)); required where a study's "
+        "analyses read option scores (the workflow says which, before any job) |"
     )
     assert rows["probing.tasks.<task>.outcome"] == (
         '| `probing.tasks.<task>.outcome` | one of `"binary"`, `"usd"` |  | *required* |'
