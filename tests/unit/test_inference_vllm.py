@@ -203,6 +203,7 @@ def test_engine_arguments_on_the_cpu_build_and_on_gpus() -> None:
     assert kwargs["enable_chunked_prefill"] is False and "gpu_memory_utilization" not in kwargs
     assert kwargs["max_model_len"] == 1024
     assert kwargs["structured_outputs_config"] == {"backend": "guidance"}
+    assert kwargs["enforce_eager"] is True  # the CPU build's compile cache does not load
     gpu, gpu_env = engine_arguments(
         "/m",
         "bfloat16",
@@ -211,6 +212,7 @@ def test_engine_arguments_on_the_cpu_build_and_on_gpus() -> None:
         threads=2,
     )
     assert gpu["gpu_memory_utilization"] == 0.8 and gpu["tensor_parallel_size"] == 4
+    assert gpu["enforce_eager"] is False
     assert "distributed_executor_backend" not in gpu and "enable_chunked_prefill" not in gpu
     assert gpu_env == {}
     tp_cpu, tp_env = engine_arguments("/m", "float32", VLLMSettings(tensor_parallel_size=2),

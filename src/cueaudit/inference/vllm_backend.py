@@ -89,7 +89,9 @@ class VLLMSettings:
     gpu_memory_utilization: float = 0.9
     #: KV cache size on vLLM's CPU build, in GiB (its share of the machine's memory).
     kv_cache_gib: float = 2.0
-    enforce_eager: bool = False
+    #: No CUDA graphs or torch.compile; None: eager on vLLM's CPU build (its compile cache
+    #: does not load there, so every job compiled the model again), compiled on GPUs.
+    enforce_eager: bool | None = None
     #: vLLM's batch-invariant kernels (VLLM_BATCH_INVARIANT): answers that do not depend on
     #: which prompts share a batch, at some speed.
     batch_invariant: bool = False
@@ -127,7 +129,7 @@ def engine_arguments(
         "dtype": dtype,
         "enable_prefix_caching": True,
         "tensor_parallel_size": settings.tensor_parallel_size,
-        "enforce_eager": settings.enforce_eager,
+        "enforce_eager": cpu if settings.enforce_eager is None else settings.enforce_eager,
         "max_logprobs": MAX_SCORED_TOKENS,
         "structured_outputs_config": {"backend": STRUCTURED_BACKEND},
     }
