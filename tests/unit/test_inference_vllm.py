@@ -19,10 +19,10 @@ from cueaudit.inference.vllm_backend import (
     VLLMSettings,
     _import_vllm,
     build_requests,
-    continuation_logprob,
+    continuations,
     engine_arguments,
     first_step_logprobs,
-    form_request,
+    form_logprob,
     guided_schema,
     option_scores,
     output_schema,
@@ -105,25 +105,22 @@ def test_options_schemas_and_forced_tools_shape_the_requests() -> None:
     assert output_schema(tool.answer) == SCHEMA and output_schema(auto.answer) is None
 
 
-def test_form_scoring_requests_and_their_logprobs() -> None:
-    scoring = form_request([5, 6, 7], [8, 9])
-    assert scoring.prompt_token_ids == [5, 6, 7, 8, 9]
-    assert scoring.sampling["prompt_logprobs"] == 1 and scoring.sampling["max_tokens"] == 1
-    assert scoring.structured is None
+def test_scoring_requests_and_multi_token_forms() -> None:
     first = scoring_request([5, 6], [7, 9])
     assert first.sampling["logprob_token_ids"] == [7, 9] and first.sampling["max_tokens"] == 1
     assert first.structured is None and first.sampling["temperature"] == 0.0
-    # vLLM's prompt logprobs: None for the first token, then the actual token (and the top-1).
-    prompt_logprobs = [
-        None,
-        {6: Logprob(-0.5)},
-        {7: Logprob(-0.25)},
-        {8: Logprob(-1.5), 3: Logprob(-0.1)},
-        {9: Logprob(-2.0)},
-    ]
-    assert continuation_logprob(prompt_logprobs, 3, [8, 9]) == -3.5
-    with pytest.raises(RuntimeError, match="no prompt logprob"):
-        continuation_logprob(prompt_logprobs, 3, [4, 9])
+    # "Maybe" is five tokens here: four one-token requests after its tokens so far, and
+    # forms sharing a prefix share its request
+    answer = AnswerSpec(options=(Option("Maybe", ("Maybe", "Mayday")),))
+    asks = continuations(answer, form_ids)
+    assert asks[(77,)] == [97] and asks[(77, 97)] == [121]
+    assert asks[(77, 97, 121)] == [98, 100] and asks[(77, 97, 121, 98)] == [101]
+    assert len(asks) == 6  # Mayday goes on after "Mayd" and "Mayda"
+    first_step = {77: -1.0}
+    steps = {(77,): {97: -0.5}, (77, 97): {121: -0.25}, (77, 97, 121): {98: -2.0, 100: -3.0},
+             (77, 97, 121, 98): {101: -0.125}}  # fmt: skip
+    assert form_logprob(form_ids("Maybe"), first_step, steps) == -3.875
+    assert form_logprob(form_ids("Mayday")[:4], first_step, steps) == -4.75
     assert first_step_logprobs({8: Logprob(-1.0), 3: Logprob(-2.0)}) == {8: -1.0, 3: -2.0}
     assert first_step_logprobs(None) == {}
 
@@ -183,9 +180,9 @@ def test_the_json_layout_is_the_hf_engines() -> None:
     assert own["x-guidance"]["item_separator"] == ","
 
 
-def test_single_token_forms_are_scored_once_each_and_bounded() -> None:
-    answer = AnswerSpec(options=(*YES_NO, Option("Maybe", ("Maybe",))))
-    assert scored_tokens(answer, form_ids) == [7, 8, 9]  # "Maybe" is five tokens here
+def test_first_tokens_are_scored_once_each_and_bounded() -> None:
+    answer = AnswerSpec(options=(*YES_NO, Option("Maybe", ("Maybe", "Mayday"))))
+    assert scored_tokens(answer, form_ids) == [7, 8, 9, 77]  # every form's first token
     many = AnswerSpec(options=tuple(Option(str(k), (str(k),)) for k in range(200)))
     with pytest.raises(InputError, match="at most 128"):
         scored_tokens(many, lambda form: [int(form)])
@@ -221,3 +218,65 @@ def test_engine_arguments_on_the_cpu_build_and_on_gpus() -> None:
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in tp_env
     with pytest.raises(InputError, match="unknown vllm settings"):
         VLLMSettings.from_config({"gpu_memory": 0.5})
+
+
+class FakeLLM:
+    """vLLM's ``LLM.generate`` over a made-up distribution: the log-probability of token t
+    after tokens c is -(sum(c) % 7 + t % 5) / 4 (not normalised: a stand-in)."""
+
+    def __init__(self) -> None:
+        self.requests: list[list[int]] = []
+
+    @staticmethod
+    def logprob(context: list[int], token: int) -> float:
+        return -((sum(context) % 7) + token % 5) / 4
+
+    def generate(self, prompts: list[dict], params: list[Any], use_tqdm: bool = False) -> list:
+        outputs = []
+        for prompt, sampling in zip(prompts, params, strict=True):
+            ids = prompt["prompt_token_ids"]
+            self.requests.append(ids)
+            tokens = sampling.get("logprob_token_ids") or []
+            step = {t: Logprob(self.logprob(ids, t)) for t in tokens}
+            completion = SimpleNamespace(text="Yes", token_ids=[7], finish_reason="stop",
+                                         logprobs=[step] if tokens else None)  # fmt: skip
+            outputs.append(SimpleNamespace(outputs=[completion], prompt_token_ids=ids))
+        return outputs
+
+
+def fake_backend() -> tuple[VLLMBackend, FakeLLM]:
+    backend = VLLMBackend.__new__(VLLMBackend)
+    backend.settings, backend._form_ids = VLLMSettings(chunk_prompts=2), {}
+    backend.stats = {"engine_starts": 0, "requests": 0}
+    backend.form_ids = form_ids  # type: ignore[method-assign]
+    backend.prompt_ids = lambda request: [ord(c) for c in request.text]  # type: ignore[method-assign]
+    llm = FakeLLM()
+    fake_vllm = SimpleNamespace(
+        SamplingParams=dict, sampling_params=SimpleNamespace(StructuredOutputsParams=dict)
+    )
+    backend._engine = lambda: (fake_vllm, llm)  # type: ignore[method-assign]
+    return backend, llm
+
+
+def test_option_scores_are_the_sums_of_each_forms_tokens() -> None:
+    options = (Option("Yes", ("Yes", "YES")), Option("No", ("No", "nope")))
+    plain = [Request(f"u{k}", f"q{k}", 0, answer=AnswerSpec(options=options)) for k in range(3)]
+    schema = AnswerSpec(options=options, json_schema=canonical_json(SCHEMA))
+    constrained = Request("c", "q9", 0, answer=schema)
+    backend, llm = fake_backend()
+    batches = list(backend.generate([*plain, constrained], Decoding(max_new_tokens=4)))
+    assert [len(b) for b in batches] == [2, 2]  # chunks of vllm.chunk_prompts
+    for request, generation in (pair for batch in batches for pair in batch):
+        prompt = [ord(c) for c in request.text]
+
+        def exact(form: str, prompt: list[int] = prompt) -> float:
+            ids = form_ids(form)
+            return sum(llm.logprob(prompt + ids[:k], ids[k]) for k in range(len(ids)))
+
+        expected = option_scores(request.answer, exact)
+        assert generation.option_logprobs == pytest.approx(expected), request.uid
+    # per chunk: the generations, one first-step request for the constrained prompt, and one
+    # request per multi-token form prefix: "YES" 2 (Y, YE), "nope" 3 (n, no, nop)
+    assert len(llm.requests) == 4 + 1 + 4 * 5
+    scores = [s for batch in backend.score(plain) for _, s in batch]
+    assert scores[0] == batches[0][0][1].option_logprobs

@@ -8,12 +8,14 @@ response cache and the log while the job runs, and a killed job resumes. Each pr
 its own sampling seed derived from (run seed, prompt_uid), as in the HF engine.
 
 - **Option scores**, log P(form | prompt) summed over an option's forms, all from the raw
-  (unmasked, untempered) distribution, as the HF engine reads them:
-  a single-token form is read at the generation's own first step (``logprob_token_ids``:
-  exactly the forms' tokens, whatever their rank); a constrained request's first step is
-  masked by its grammar, so its single-token forms come from one unconstrained one-token
-  request per prompt; a multi-token form from ``prompt_logprobs`` of a one-token request on
-  the prompt's tokens followed by the form's (prefix-cached).
+  (unmasked, untempered) distribution, as the HF engine reads them: every form's first token
+  is read at the generation's own first step (``logprob_token_ids``: exactly those tokens,
+  whatever their rank); a constrained request's first step is masked by its grammar, so it
+  comes from one unconstrained one-token request per prompt. A multi-token form's later tokens
+  come from one-token requests on the prompt followed by the form's tokens so far, one per
+  distinct form prefix, which read the prompt from the prefix cache. (``prompt_logprobs``
+  would score a form in one request but recomputes the whole prompt: vLLM cannot read
+  prompt log-probabilities through its prefix cache.)
 - **Structured outputs**: a JSON schema or a forced tool's parameters go to vLLM's
   ``guidance`` backend (llguidance, the HF engine's grammar engine) with the HF engine's JSON
   layout (``cueaudit.inference.constrained.JSON_LAYOUT``, set in the schema's ``x-guidance``):
@@ -35,7 +37,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +67,11 @@ class VLLMRequest:
 
 @dataclass
 class _Pending:
-    """A request on its way: its tokens and the log-probabilities of its forms so far."""
+    """A request on its way: its tokens and its first step's scored tokens, once known."""
 
     request: Request
     prompt_ids: list[int]
-    forms: dict[str, float | None] = field(default_factory=dict)
+    first: dict[int, float] | None = None
 
 
 #: The most token ids vLLM scores at one step (its ``MAX_LOGPROB_TOKEN_IDS``).
@@ -197,20 +199,42 @@ FormIds = Callable[[str], list[int]]
 
 
 def scored_tokens(answer: AnswerSpec, form_ids: FormIds) -> list[int]:
-    """The first-step tokens that score the answer's single-token forms, in order, once each."""
-    tokens: dict[int, None] = {}
-    for option in answer.options:
-        for form in option.forms:
-            ids = form_ids(form)
-            if len(ids) == 1:
-                tokens[ids[0]] = None
+    """The first-step tokens that score the answer's forms (each form's first token), in
+    order, once each."""
+    tokens = list(dict.fromkeys(form_ids(form)[0] for o in answer.options for form in o.forms))
     if len(tokens) > MAX_SCORED_TOKENS:
         raise InputError(
             "config",
-            f"{len(tokens)} single-token option forms; vLLM scores at most {MAX_SCORED_TOKENS}",
+            f"{len(tokens)} distinct first tokens of option forms; vLLM scores at most "
+            f"{MAX_SCORED_TOKENS}",
             "options",
         )
-    return list(tokens)
+    return tokens
+
+
+def continuations(answer: AnswerSpec, form_ids: FormIds) -> dict[tuple[int, ...], list[int]]:
+    """{tokens of a multi-token form so far: the tokens that may follow} over the answer's
+    forms: each is one prefix-cached one-token request after the prompt."""
+    asks: dict[tuple[int, ...], dict[int, None]] = {}
+    for option in answer.options:
+        for form in option.forms:
+            ids = form_ids(form)
+            for k in range(1, len(ids)):
+                asks.setdefault(tuple(ids[:k]), {})[ids[k]] = None
+    return {prefix: list(tokens) for prefix, tokens in asks.items()}
+
+
+def form_logprob(
+    ids: Sequence[int],
+    first: Mapping[int, float],
+    steps: Mapping[tuple[int, ...], Mapping[int, float]],
+) -> float:
+    """log P(form | prompt): its first token at the first step, then each next token after
+    the form's tokens so far."""
+    total = first[ids[0]]
+    for k in range(1, len(ids)):
+        total += steps[tuple(ids[:k])][ids[k]]
+    return total
 
 
 def build_requests(
@@ -218,7 +242,7 @@ def build_requests(
 ) -> list[VLLMRequest]:
     """vLLM arguments of each (request, prompt token ids) to generate.
 
-    An unconstrained request with options asks for its single-token forms' log-probabilities
+    An unconstrained request with options asks for its forms' first tokens' log-probabilities
     at its first step (``logprob_token_ids``); a constrained one is scored apart
     (:func:`scoring_request`), since its grammar masks that step.
     """
@@ -249,27 +273,6 @@ def scoring_request(prompt_ids: Sequence[int], tokens: Sequence[int]) -> VLLMReq
         prompt_token_ids=list(prompt_ids),
         sampling={"n": 1, "max_tokens": 1, "temperature": 0.0, "logprob_token_ids": list(tokens)},
     )
-
-
-def form_request(prompt_ids: Sequence[int], form_ids: Sequence[int]) -> VLLMRequest:
-    """A one-token request whose prompt logprobs give log P(form | prompt)."""
-    return VLLMRequest(
-        prompt_token_ids=[*prompt_ids, *form_ids],
-        sampling={"n": 1, "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 1},
-    )
-
-
-def continuation_logprob(
-    prompt_logprobs: Sequence[Mapping[int, Any] | None], prompt_length: int, form_ids: Sequence[int]
-) -> float:
-    """Sum of the form's tokens' logprobs in the prompt logprobs of prompt + form."""
-    total = 0.0
-    for k, token in enumerate(form_ids):
-        step = prompt_logprobs[prompt_length + k]
-        if step is None or token not in step:
-            raise RuntimeError(f"vLLM returned no prompt logprob for token {token}")
-        total += float(step[token].logprob)
-    return total
 
 
 def first_step_logprobs(step: Mapping[int, Any] | None) -> dict[int, float]:
@@ -436,42 +439,36 @@ class VLLMBackend:
         )
 
     def _fill_scores(self, pending: list[_Pending]) -> list[dict[str, float] | None]:
-        """Score the forms the generation's first step did not give: single-token forms in
-        one request per prompt, each multi-token form in a request of its own."""
-        single = [p for p in pending if any(v is None and len(self.form_ids(f)) == 1
-                                            for f, v in p.forms.items())]  # fmt: skip
+        """Each request's option scores: the first step where the generation did not give it
+        (one unconstrained request per prompt), then the later tokens of multi-token forms
+        (one request per prompt and form prefix, reading the prompt from the prefix cache)."""
+        scored = [p for p in pending if p.request.answer.options]
+        todo = [p for p in scored if p.first is None]
         built = [scoring_request(p.prompt_ids, scored_tokens(p.request.answer, self.form_ids))
-                 for p in single]  # fmt: skip
-        for p, output in zip(single, self._run(built), strict=True):
-            first = first_step_logprobs((output.outputs[0].logprobs or [None])[0])
-            for form, value in p.forms.items():
-                ids = self.form_ids(form)
-                if value is None and len(ids) == 1:
-                    p.forms[form] = first[ids[0]]
-        todo = [(p, form) for p in pending for form, value in p.forms.items() if value is None]
-        built = [form_request(p.prompt_ids, self.form_ids(form)) for p, form in todo]
-        for (p, form), output in zip(todo, self._run(built), strict=True):
-            p.forms[form] = continuation_logprob(
-                output.prompt_logprobs, len(p.prompt_ids), self.form_ids(form)
-            )
+                 for p in todo]  # fmt: skip
+        for p, output in zip(todo, self._run(built), strict=True):
+            p.first = first_step_logprobs((output.outputs[0].logprobs or [None])[0])
+        asks = [
+            (p, prefix, tokens)
+            for p in scored
+            for prefix, tokens in continuations(p.request.answer, self.form_ids).items()
+        ]
+        built = [scoring_request([*p.prompt_ids, *prefix], tokens) for p, prefix, tokens in asks]
+        steps: dict[int, dict[tuple[int, ...], dict[int, float]]] = {}
+        for (p, prefix, _), output in zip(asks, self._run(built), strict=True):
+            step = first_step_logprobs((output.outputs[0].logprobs or [None])[0])
+            steps.setdefault(id(p), {})[prefix] = step
         return [
-            option_scores(p.request.answer, lambda form, p=p: float(p.forms[form]))
+            option_scores(
+                p.request.answer,
+                lambda form, p=p: form_logprob(
+                    self.form_ids(form), p.first or {}, steps.get(id(p), {})
+                ),
+            )
             if p.request.answer.options
             else None
             for p in pending
         ]
-
-    def _pending(
-        self, request: Request, ids: list[int], first: Mapping[int, Any] | None
-    ) -> _Pending:
-        """A request with its single-token forms read from the first step, where scored."""
-        pending = _Pending(request, ids)
-        scored = first_step_logprobs(first)
-        for option in request.answer.options:
-            for form in option.forms:
-                form_ids = self.form_ids(form)
-                pending.forms[form] = scored.get(form_ids[0]) if len(form_ids) == 1 else None
-        return pending
 
     def _chunks(self, requests: Iterable[Request]) -> Iterator[list[Request]]:
         todo = list(requests)
@@ -490,7 +487,8 @@ class VLLMBackend:
             for request, prompt, b, output in zip(chunk, ids, built, outputs, strict=True):
                 steps = output.outputs[0].logprobs
                 scored = b.sampling["logprob_token_ids"] is not None and steps
-                pending.append(self._pending(request, prompt, steps[0] if scored else None))
+                first = first_step_logprobs(steps[0]) if scored else None
+                pending.append(_Pending(request, prompt, first))
             scores = self._fill_scores(pending)
             results = []
             for request, output, score in zip(chunk, outputs, scores, strict=True):
@@ -516,6 +514,6 @@ class VLLMBackend:
     ) -> Iterator[list[tuple[Request, dict[str, float]]]]:
         """Option scores of answers generated before: one-token scoring requests."""
         for chunk in self._chunks(requests):
-            pending = [self._pending(r, self.prompt_ids(r), None) for r in chunk]
+            pending = [_Pending(r, self.prompt_ids(r)) for r in chunk]
             scores = self._fill_scores(pending)
             yield [(r, s or {}) for r, s in zip(chunk, scores, strict=True)]
