@@ -365,13 +365,17 @@ def test_hf_repetition_penalty_sees_the_prompt_and_the_answer(
         assert int(masks[1].sum()) >= int(masks[0].sum())
 
 
+def no_forms(form: str) -> list[int]:
+    raise AssertionError(f"a request without options tokenised the form {form!r}")
+
+
 def test_vllm_gets_the_resolved_values_and_only_those() -> None:
     resolved = Decoding.from_config(
         PAPER_DECODING,
         8,
         {"temperature": 0.6, "top_p": 0.9, "top_k": 50, "min_p": None, "repetition_penalty": 1.0},
     )
-    sampling = build_requests([(Request("u", "q", 0), [1, 2])], resolved)[0].sampling
+    sampling = build_requests([(Request("u", "q", 0), [1, 2])], resolved, no_forms)[0].sampling
     assert {k: sampling[k] for k in ("temperature", "top_p", "top_k", "repetition_penalty")} == {
         "temperature": 1.0,
         "top_p": 0.9,
@@ -379,7 +383,7 @@ def test_vllm_gets_the_resolved_values_and_only_those() -> None:
         "repetition_penalty": 1.0,
     }
     assert "min_p" not in sampling
-    unset = build_requests([(Request("u", "q", 0), [1])], Decoding(temperature=None))[0]
+    unset = build_requests([(Request("u", "q", 0), [1])], Decoding(temperature=None), no_forms)[0]
     assert not {"temperature", "top_p", "top_k", "min_p"} & set(unset.sampling)
 
 

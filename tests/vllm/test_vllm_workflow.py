@@ -32,23 +32,17 @@ pytestmark = [
 ]
 
 HF, VLLM = "smollm2-hf", "smollm2-vllm"
+#: Option scores with multi-token forms (binary, race labels), free text (salary).
 PROBING_TASKS = ["healthcare", "salary", "race_prediction"]
-#: Every decision format: free text, JSON schema, forced tool calls, the probes.
+#: Each way an answer is asked for: free text with option scores, a forced tool call, a JSON
+#: schema, the forced-choice probe (the other formats are the same requests on other wording).
 DECISION_TASKS = [
     "decision_rate_text",
-    "decision_rate_tool",
-    "decision_decide_text",
     "decision_decide_tool",
     "decision_rank_json",
-    "decision_rank_tool",
     "decision_probe_choice",
 ]
-CONSTRAINED = [
-    "decision_rate_tool",
-    "decision_decide_tool",
-    "decision_rank_json",
-    "decision_rank_tool",
-]
+CONSTRAINED = ["decision_decide_tool", "decision_rank_json"]
 #: Bounds of agreement with the HF engine on the same prompts (both float32, greedy).
 MIN_SCORE_CORRELATION = 0.95
 MIN_ANSWER_AGREEMENT = 0.75
@@ -60,7 +54,7 @@ HF_PYTHON = os.environ.get("CUEAUDIT_HF_PYTHON", str(ROOT / ".venv/bin/python"))
 def both_engines_config() -> dict:
     config = tiny_config(seeds=[0])
     for task in config["probing"]["tasks"].values():
-        task["shards"] = 1
+        task |= {"shards": 1, "limit": 2}
     config["probing"]["race_prediction"] = {"enabled": True, "tasks": ["healthcare"]}
     config["decision"] = decision_config()["decision"]
     config["decision"]["design"]["tasks"] = DECISION_TASKS

@@ -397,6 +397,14 @@ def fit_crossed_lmm(
     if n <= p:
         raise InputError("mixed model", f"{n} observations for {p} fixed effects")
     _check_identifiable(codes, n)
+    if n - p < 2:
+        # one residual degree of freedom cannot tell the residual variance from the factors':
+        # whether the optimiser then meets a singular criterion depended on the BLAS build
+        raise InputError(
+            "mixed model",
+            f"not identifiable from {n} observations for {p} fixed effects and "
+            f"{sum(n_levels.values())} random levels (fewer than two residual degrees of freedom)",
+        )
     order = sorted(factor_names, key=lambda f: -n_levels[f])
     n_factors = len(order)
     r = sum(n_levels[f] for f in order[1:])
