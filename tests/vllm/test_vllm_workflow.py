@@ -44,8 +44,8 @@ DECISION_TASKS = [
 ]
 CONSTRAINED = ["decision_decide_tool", "decision_rank_json"]
 #: Bounds of agreement with the HF engine on the same prompts (both float32, greedy).
-MIN_SCORE_CORRELATION = 0.95
-MIN_ANSWER_AGREEMENT = 0.75
+MIN_SCORE_CORRELATION = 0.99
+MIN_ANSWER_AGREEMENT = 0.9
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")
 #: The interpreter of the project's environment with the HF extra (scripts/install.sh).
 HF_PYTHON = os.environ.get("CUEAUDIT_HF_PYTHON", str(ROOT / ".venv/bin/python"))
@@ -132,6 +132,11 @@ def test_every_inference_job_answered_on_vllm(workdir: Path) -> None:
         generated, _ = map(int, CALLS.findall(log)[-1])
         assert generated == responses(workdir, VLLM, task).height > 0, task
         assert "engine:" in log and "vllm" in log, task
+        # the same chat template: every prompt the same tokens on both engines
+        tokens = responses(workdir, HF, task).join(
+            responses(workdir, VLLM, task), on="prompt_uid", suffix="_vllm"
+        )
+        assert (tokens["prompt_tokens"] == tokens["prompt_tokens_vllm"]).all(), task
 
 
 @pytest.mark.parametrize("task", ["healthcare", "race_prediction", "decision_probe_choice"])
@@ -154,12 +159,11 @@ def test_parsed_answers_agree_with_the_hf_engine(workdir: Path, task: str) -> No
     hf, vllm = outcomes(workdir, HF, task), outcomes(workdir, VLLM, task)
     joined = hf.join(vllm, on="prompt_uid", suffix="_vllm")
     assert joined.height == hf.height == vllm.height > 0
-    parsed = [c for c in ("answer", "ranks", "label", "usd", "choice") if c in hf.columns]
+    parsed = [c for c in ("answer", "ranks", "answer_label") if c in hf.columns]
     assert parsed, f"{task}: no parsed column in {hf.columns}"
     column = parsed[0]
-    same = joined.filter(
-        pl.col(column).cast(pl.String).eq_missing(pl.col(f"{column}_vllm").cast(pl.String))
-    ).height
+    pairs = zip(joined[column].to_list(), joined[f"{column}_vllm"].to_list(), strict=True)
+    same = sum(a == b for a, b in pairs)
     agreement = same / joined.height
     print(f"{task}: parsed answers identical in {same} of {joined.height} ({agreement:.2f})")
     assert agreement >= MIN_ANSWER_AGREEMENT, task
