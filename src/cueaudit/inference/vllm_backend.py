@@ -422,14 +422,14 @@ class VLLMBackend:
             )
             os.environ.update(environment)
             self._llm = vllm.LLM(**kwargs)
-            self.stats["engine_starts"] += 1
+            self.stats["engine_starts"] = self.stats.get("engine_starts", 0) + 1
         return vllm, self._llm
 
     def _run(self, built: list[VLLMRequest]) -> list[Any]:
         if not built:
             return []
         vllm, llm = self._engine()
-        self.stats["requests"] += len(built)
+        self.stats["requests"] = self.stats.get("requests", 0) + len(built)
         return list(
             llm.generate(
                 [{"prompt_token_ids": b.prompt_token_ids} for b in built],
