@@ -577,7 +577,8 @@ def test_cue_resources_come_only_for_the_cue_types_listed() -> None:
 def test_a_cell_fitted_exactly_is_refused_with_its_reason() -> None:
     """Four parsed first-name ratings that three coefficients fit exactly (the default run's
     SmolLM2 gave such a cell) leave no residual variance: every contrast is NaN with the
-    reason, where the Satterthwaite test used to fail inside its deviance Hessian."""
+    reason, where the Satterthwaite test used to fail inside its deviance Hessian. A fit with
+    a residual but none to spare is refused as "fitted exactly" (fitters.py)."""
     shown = [
         ("p5", "black/male/a", "Black", "male", 3.0),
         ("p1", "black/female/b", "Black", "female", 1.0),
@@ -602,8 +603,11 @@ def test_a_cell_fitted_exactly_is_refused_with_its_reason() -> None:
     )
     table = cue_contrasts(frames)
     assert table.height == 2 and table["estimate"].is_nan().all()
+    # four answers for three coefficients leave one residual degree of freedom: refused
+    # before the fit (whether the fit then met a singular criterion depended on the BLAS)
     assert set(table["note"]) == {
-        "the answers are fitted exactly (no residual variance): nothing to test against"
+        "mixed model: not identifiable from 4 observations for 3 fixed effects and 5 random "
+        "levels (fewer than two residual degrees of freedom)"
     }
     # one more answer off the fit: a residual, and estimates again
     extra = common | {"prompt_uid": "4", "profile_id": "p5", "pair_id": "white/female/c"}
