@@ -30,11 +30,30 @@ def fake_slurm_bin(
     return folder
 
 
+#: Slurm's client commands (Debian's slurm-client): hidden from a PATH that must not reach a
+#: real cluster.
+SLURM_COMMANDS = frozenset(
+    "sacct sacctmgr salloc sattach sbatch sbcast scancel scontrol scrontab sdiag sh5util sinfo "
+    "sprio squeue sreport srun sshare sstat strigger sview".split()
+)
+
+
 def path_with(folder: Path, path: str | None = None) -> str:
-    """``PATH`` with ``folder`` first and no real Slurm command after it."""
-    kept = [
-        entry
-        for entry in (path if path is not None else os.environ.get("PATH", "")).split(os.pathsep)
-        if entry and not (Path(entry) / "sinfo").exists()
-    ]
-    return os.pathsep.join([str(folder), *kept])
+    """``PATH`` with ``folder`` first and no real Slurm command after it. A folder that holds
+    Slurm's commands (``/usr/bin`` where slurm-client is installed) is replaced by a folder
+    of links to everything else in it: ``sh``, ``which`` and the rest stay reachable."""
+    entries = []
+    for entry in (path if path is not None else os.environ.get("PATH", "")).split(os.pathsep):
+        if not entry or not Path(entry).is_dir():
+            continue
+        if not any((Path(entry) / name).exists() for name in SLURM_COMMANDS):
+            entries.append(entry)
+            continue
+        shadow = folder.parent / f"{folder.name}-without-slurm{len(entries)}"
+        shadow.mkdir(parents=True, exist_ok=True)
+        for command in Path(entry).iterdir():
+            link = shadow / command.name
+            if command.name not in SLURM_COMMANDS and not link.exists():
+                link.symlink_to(command)
+        entries.append(str(shadow))
+    return os.pathsep.join([str(folder), *entries])

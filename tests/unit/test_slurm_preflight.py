@@ -118,3 +118,21 @@ def test_only_the_slurm_executor_is_checked(tmp_path: Path) -> None:
     local = check_in_a_process(["--snakefile", str(ROOT / "Snakefile"), "-n"], no_slurm)
     assert local.returncode == 0, local.stderr[-2000:]
     check_slurm(["not", "--a-snakemake-flag"])  # not Snakemake's command line: not checked
+
+
+def test_a_path_without_slurm_keeps_the_rest_of_a_folder_that_holds_it(tmp_path: Path) -> None:
+    """Where slurm-client is installed, sinfo sits in /usr/bin beside sh and which: hiding it
+    must not hide them (Snakemake looks for both when it starts)."""
+    system = tmp_path / "usr-bin"
+    for name in ("sinfo", "sbatch", "sh", "which"):
+        (system / name).parent.mkdir(exist_ok=True)
+        (system / name).write_text("#!/bin/sh\n", encoding="utf-8")
+        (system / name).chmod(0o755)
+    path = path_with(tmp_path / "bin", str(system))
+    reachable = {
+        name
+        for entry in path.split(":")
+        for name in ("sinfo", "sbatch", "sh", "which")
+        if (Path(entry) / name).exists()
+    }
+    assert reachable == {"sh", "which"}
