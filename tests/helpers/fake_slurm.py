@@ -33,8 +33,28 @@ def fake_slurm_bin(
 #: Slurm's client commands (Debian's slurm-client): hidden from a PATH that must not reach a
 #: real cluster.
 SLURM_COMMANDS = frozenset(
-    "sacct sacctmgr salloc sattach sbatch sbcast scancel scontrol scrontab sdiag sh5util sinfo "
-    "sprio squeue sreport srun sshare sstat strigger sview".split()
+    (
+        "sacct",
+        "sacctmgr",
+        "salloc",
+        "sattach",
+        "sbatch",
+        "sbcast",
+        "scancel",
+        "scontrol",
+        "scrontab",
+        "sdiag",
+        "sh5util",
+        "sinfo",
+        "sprio",
+        "squeue",
+        "sreport",
+        "srun",
+        "sshare",
+        "sstat",
+        "strigger",
+        "sview",
+    )
 )
 
 
