@@ -53,6 +53,7 @@ import contextlib
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import linalg, optimize, sparse, stats
@@ -342,17 +343,31 @@ def _criterion(d: _Design, phi: np.ndarray) -> tuple[float, np.ndarray]:
     return float(value), grad
 
 
+@functools.cache
+def _blas_controller() -> Any:
+    """threadpoolctl's view of the loaded BLAS libraries, found once: ``threadpool_limits``
+    searches the process's libraries on every call (16 ms each, 10% of a specification curve's
+    refits). This module imports SciPy's linear algebra first, so that its BLAS is seen too."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> contextlib.AbstractContextManager[object]:
+    """One BLAS thread inside the block (threadpoolctl comes with the ``decision`` extra;
+    without it, nothing changes)."""
+    try:
+        controller = _blas_controller()
+    except ImportError:
+        return contextlib.nullcontext()
+    return controller.limit(limits=1, user_api="blas")
+
+
 def _blas_threads(size: int) -> contextlib.AbstractContextManager[object]:
     """One BLAS thread for small systems: on a busy machine OpenBLAS's threads turn each
     80 x 80 product into milliseconds of waiting (measured: 45 ms against 2 ms an evaluation
-    at load 4 on 2 cores). threadpoolctl comes with the ``decision`` extra."""
-    if size >= SINGLE_THREAD_BELOW:
-        return contextlib.nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+    at load 4 on 2 cores)."""
+    return contextlib.nullcontext() if size >= SINGLE_THREAD_BELOW else one_blas_thread()
 
 
 def fit_crossed_lmm(

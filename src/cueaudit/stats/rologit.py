@@ -332,7 +332,12 @@ def fit_rologit(
         else:
             break  # no step improves: beta is a maximum to machine precision or the fit failed
         beta = beta + step
+        stalled = new_ll - ll <= 1e-12 * max(1.0, abs(ll))
         ll, scores, hess = new_ll, new_scores, new_hess
+        if stalled and np.max(np.abs(beta)) > SEPARATION_BOUND:
+            # separated rankings: a coefficient diverges while the likelihood stops moving;
+            # the remaining iterations would each halve the step some 20 times for nothing
+            break
 
     if max_iter > 0 and not converged and (ll > -1e-6 or np.max(np.abs(beta)) > SEPARATION_BOUND):
         worst = names[int(np.argmax(np.abs(beta)))]

@@ -50,7 +50,6 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from cueaudit.decision.analysis.design_matrix import (
     NUISANCE,
@@ -63,7 +62,7 @@ from cueaudit.decision.analysis.design_matrix import (
 )
 from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.errors import InputError
-from cueaudit.stats.mixed import RESIDUAL, MixedResult, fit_crossed_lmm
+from cueaudit.stats.mixed import RESIDUAL, MixedResult, fit_crossed_lmm, one_blas_thread
 from cueaudit.stats.multiplicity import TTest, WaldTest
 from cueaudit.stats.robust import ClusterRobust, cluster_robust, gls_weights, influence
 from cueaudit.stats.rologit import expected_rank_gain, expected_rank_gain_se, fit_rologit
@@ -185,7 +184,7 @@ def fit_design(
     specs = default_contrasts() if contrasts is None else contrasts
     if design.n == 0:
         return unestimable(design, name, specs, "no rows")
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_blas_thread():
         return fitter.fit(design, specs, start, inference)
 
 
