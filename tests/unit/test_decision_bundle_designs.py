@@ -265,27 +265,40 @@ def simulation_study(n: int) -> dict[str, dict[str, float]]:
     return summary
 
 
+def _unequal(r: dict[str, float]) -> list[str]:
+    """The precision checks a fit fails over 30 studies, each at 3 of its SDs: the SE ratio's
+    mean (an SD of 0.18 a study: 0.033), an SD's relative error (1 / sqrt(2 x 29) = 0.13; the
+    log of a ratio of two: 0.19, so 0.57 to 1.75), the coverage (a binomial SD of 0.04: at
+    least 0.83, 25 of 30; no upper bound, 30 of 30 being likely)."""
+    checks = {
+        "se_ratio": 0.9 <= r["se_ratio"] <= 1.1,
+        "sd_ratio": 0.57 <= r["sd_race"] / r["sd_position"] <= 1.75,
+        "se_position": 0.6 <= r["se_position"] / r["sd_position"] <= 1.4,
+        "se_race": 0.6 <= r["se_race"] / r["sd_race"] <= 1.4,
+        "coverage": r["coverage"] >= 0.83,
+        "correlation": abs(r["correlation"]) < 0.1,  # orthogonal by construction
+    }
+    return [name for name, passed in checks.items() if not passed]
+
+
 @pytest.mark.slow
-def test_equal_precision_and_coverage_over_100_simulated_studies() -> None:
+def test_equal_precision_and_coverage_over_30_simulated_studies() -> None:
     """Position-balanced bundles: both effects recovered, their SEs equal (by the fit and by
     the spread of the estimates), the two uncorrelated and the difference's interval covering
     the truth at its nominal rate. The checks fail where they should: in the disguised bundles
     the race contrast is markedly less precise than the first-listed gain, and a fit that
-    leaves the first-position gain in the residuals inflates the race SE (ratio about 1.4) and
-    over-covers."""
-    result = simulation_study(100)
+    leaves the first-position gain in the residuals inflates the race SE (ratio about 1.4)."""
+    result = simulation_study(30)
     good = result["balanced"]
-    assert good["position"] == pytest.approx(GAIN / 2, abs=0.02)
-    assert good["race"] == pytest.approx(RACE, abs=0.02)
+    # the means of 30 estimates with an SD of 0.04: 3 SEs are 0.023
+    assert good["position"] == pytest.approx(GAIN / 2, abs=0.025)
+    assert good["race"] == pytest.approx(RACE, abs=0.025)
     assert good["design_se_ratio"] == pytest.approx(1.0)
-    assert 0.93 <= good["se_ratio"] <= 1.07, good
-    assert 0.8 <= good["sd_race"] / good["sd_position"] <= 1.25, good
-    assert 0.9 <= good["se_position"] / good["sd_position"] <= 1.25, good
-    assert 0.9 <= good["se_race"] / good["sd_race"] <= 1.25, good
-    assert 0.9 <= good["coverage"] <= 0.995, good
-    assert abs(good["correlation"]) < 0.1  # orthogonal by construction
+    assert not _unequal(good), (good, _unequal(good))
     old = result["disguised"]
     assert old["design_se_ratio"] == pytest.approx(np.sqrt(1.5))
     assert old["se_ratio"] > 1.1 and old["sd_race"] / old["sd_position"] > 1.07, old
+    assert "se_ratio" in _unequal(old)
     wrong = result["wrong"]
     assert wrong["se_ratio"] > 1.2 and wrong["se_race"] / good["sd_race"] > 1.25, wrong
+    assert "se_ratio" in _unequal(wrong)

@@ -1,14 +1,14 @@
-"""Calibration of the INTERACTIONS table's SE on the decision-audit simulator: over 200 simulated
+"""Calibration of the INTERACTIONS table's SE on the decision-audit simulator: over 60 simulated
 studies of one domain whose name pairs move every format's contrasts together, the SE of the
 difference of two formats' SD-unit contrasts matches the empirical SD of that difference, the
 estimated cross-correlation tracks the empirical one, it rarely reaches +-1 and the null
 rejection rate is near alpha. The same studies fail with the estimator this project used before
-(Cameron, Gelbach & Miller's two-way sum, minus the profile x pair cells: Rate-Decide
-correlation -0.42 where it is +0.51, SE 1.6 times the empirical SD, 0.1% of tests rejecting)
-and show why a ranking is one unit (its candidates taken alone read the Rate-Rank correlation
-as 0.26 where it is 0.41). Why profiles carry no covariance is checked on the fits' weights.
-The design and regimes are benchmarks/interaction_calibration.py's, whose numbers are in
-benchmarks/README.md."""
+(Cameron, Gelbach & Miller's two-way sum, minus the profile x pair cells: over 200 studies
+Rate-Decide correlation -0.42 where it is +0.51, SE 1.6 times the empirical SD, 0.1% of tests
+rejecting) and show why a ranking is one unit (its candidates taken alone read the Rate-Rank
+correlation as 0.26 where it is 0.41). Why profiles carry no covariance is checked on the
+fits' weights. The design and regimes are benchmarks/interaction_calibration.py's, whose
+numbers are in benchmarks/README.md."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ DESIGN = _BENCHMARK.DESIGN
 DOMAIN = _BENCHMARK.DOMAIN
 #: Name-pair effects large enough that the formats' contrasts correlate (0.2-0.5).
 SHARED_NAMES = _BENCHMARK.REGIMES["shared names"]
-STUDIES = 200
+STUDIES = 60
 ALPHA = 0.05
 
 
@@ -160,16 +160,32 @@ def _show(result: dict[str, dict[str, float]], label: str) -> None:
         )
 
 
+def _failed(r: dict[str, float]) -> list[str]:
+    """The calibration checks one pair of formats fails over the 60 studies. Their sampling
+    error: an SD over 60 studies is within 9% of the truth (1 / sqrt(2 x 59)), an empirical
+    correlation of 0.4 within 0.11 ((1 - 0.4^2) / sqrt(57)), each about halved by the mean over
+    the four contrasts, so 3 SEs are 0.2 for both; 240 tests per pair of formats, a rejection
+    rate 0.014 from alpha (more, the four contrasts of a study sharing the White reference)."""
+    checks = {
+        "se_to_sd": 0.8 < r["se_to_sd"] < 1.2,
+        "clipped": r["clipped"] < 0.05,
+        "correlation": abs(r["estimated"] - r["empirical"]) < 0.2,
+        "rejection": 0.01 < r["rejection"] < 0.1,
+    }
+    return [name for name, passed in checks.items() if not passed]
+
+
 @pytest.mark.slow
 def test_the_interaction_se_matches_the_spread_of_the_interaction(studies) -> None:
     fixed = _calibration(studies, "fixed")
     _show(fixed, "fixed")
     assert set(fixed) == {"rate-decide", "rate-rank", "decide-rank"}
     for formats, r in fixed.items():
-        assert 0.88 < r["se_to_sd"] < 1.12, formats
-        assert r["clipped"] < 0.05, formats
-        assert abs(r["estimated"] - r["empirical"]) < 0.15, formats
-        assert 0.015 < r["rejection"] < 0.09, formats  # 800 tests per pair of formats
+        assert not _failed(r), (formats, _failed(r))
+    # the checks fail where they should: the old CGM estimator on the same studies
+    assert {"se_to_sd", "correlation", "rejection"} <= set(
+        _failed(_calibration(studies, "cgm")["rate-decide"])
+    )
 
 
 @pytest.mark.slow
