@@ -54,7 +54,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import multiprocessing
+import time
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -94,6 +96,8 @@ from cueaudit.stats.specification_curve import (
     curve_test,
     within_strata_permutations,
 )
+
+log = logging.getLogger(__name__)
 
 #: The design columns a specification takes one level of, or pools (a column absent from the
 #: frames is no choice): a new design factor of the frames is one more entry here.
@@ -496,6 +500,30 @@ def _null_points(
     return out
 
 
+#: How many times per worker the log reports the permutation refits' progress.
+PROGRESS_STEPS: Final = 5
+
+
+class _Progress:
+    """Logs the relabellings refitted so far, as their chunks come back."""
+
+    def __init__(self, dimension: str, total: int, fits: int) -> None:
+        self.dimension, self.total, self.fits = dimension, total, fits
+        self.count, self.started = 0, time.monotonic()
+
+    def done(self, part: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict:
+        self.count += len(next(iter(part.values()))[0]) if part else 0
+        log.info(
+            "specification curve: %s relabellings refitted: %d of %d (%d fits each), %.0f s",
+            self.dimension,
+            self.count,
+            self.total,
+            self.fits,
+            time.monotonic() - self.started,
+        )
+        return part
+
+
 def _permutation_tests(
     specs: Sequence[Specification],
     contrasts: Sequence[ContrastSpec],
@@ -522,15 +550,19 @@ def _permutation_tests(
         )
         specs_d = [c for c in contrasts if c.dimension == dimension]
         relabel = (DIMENSION_COLUMNS[dimension], pairs[PAIR].to_list())
-        chunks = np.array_split(relabellings.labels, max(1, min(workers, len(relabellings.labels))))
         job = functools.partial(_null_points, specs, specs_d, starts, relabel, alpha)
-        if len(chunks) > 1:
+        labels = relabellings.labels
+        # small chunks, so that the log says how far the refits are (each relabelling is
+        # refitted on its own: the chunking changes no result)
+        chunks = np.array_split(labels, max(1, min(len(labels), PROGRESS_STEPS * workers)))
+        progress = _Progress(dimension, len(labels), len(starts))
+        if workers > 1 and len(chunks) > 1:
             # spawned, not forked: a forked worker can inherit a lock held by a polars thread
             context = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(len(chunks), mp_context=context) as pool:
-                parts = list(pool.map(job, chunks))
+            with ProcessPoolExecutor(min(workers, len(chunks)), mp_context=context) as pool:
+                parts = [progress.done(part) for part in pool.map(job, chunks)]
         else:
-            parts = [job(chunk) for chunk in chunks]
+            parts = [progress.done(job(chunk)) for chunk in chunks]
         null_y = {c.contrast: np.vstack([part[c.contrast][0] for part in parts]) for c in specs_d}
         null_p = {c.contrast: np.vstack([part[c.contrast][1] for part in parts]) for c in specs_d}
         for c in specs_d:
@@ -565,6 +597,12 @@ def specification_curve(
         raise InputError("specification curve", f"alpha {alpha} is not in (0, 1)", "alpha")
     specs_c = contrasts_of_interest(contrasts)
     specs = list(specifications(frames))
+    log.info(
+        "specification curve: %d specifications of %s; %d permutations per dimension",
+        len(specs),
+        ", ".join(c.contrast for c in specs_c),
+        permutations,
+    )
     records: list[dict[str, object]] = []
     points: dict[str, list[tuple[float, float]]] = {c.contrast: [] for c in specs_c}
     starts = []
