@@ -1,6 +1,8 @@
-"""Both studies' test designs through `snakemake --profile profiles/slurm` on a real
-single-node Slurm. Every test that submits to the cluster is here: each counts or compares what
-it submitted, so under ``pytest -n N`` they must share one worker (``--dist loadfile``).
+"""Both studies' smallest design through `snakemake --profile profiles/slurm` on a real
+single-node Slurm, in one run: submission, the profile's partitions and groups, the same answers
+and tables as a local run, and a rerun with nothing to do. Every test that submits to the cluster
+is here: each counts what it submitted, so under ``pytest -n N`` they must share one worker
+(``--dist loadfile``).
 
 CI starts the cluster with tests/slurm/cluster.sh and sets CUEAUDIT_REQUIRE_SLURM=1, so a
 cluster that is down fails the test instead of skipping it.
@@ -36,33 +38,39 @@ SLURM_ARGS: tuple[str, ...] = (
 
 
 def run_here_and_on_slurm(
-    local: Path,
-    cluster: Path,
-    run_snakemake: SnakemakeRunner,
-    *targets: str,
-    local_targets: tuple[str, ...] | None = None,
+    local: Path, cluster: Path, run_snakemake: SnakemakeRunner, *targets: str
 ) -> subprocess.CompletedProcess[str]:
-    """The workflow in ``local`` (up to ``local_targets``, default ``targets``) and, at the
-    same time, through the Slurm profile in ``cluster``; the cluster run's result. The local
-    run (a minute) fits in the cluster run's waits between its status checks; it submits
-    nothing to Slurm."""
+    """The workflow up to ``targets`` in ``local`` and, at the same time, through the Slurm
+    profile in ``cluster``; the cluster run's result. The local run fits in the cluster run's
+    waits between its status checks; it submits nothing to Slurm."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        here = pool.submit(
-            run_snakemake, local, *(targets if local_targets is None else local_targets)
-        )
+        here = pool.submit(run_snakemake, local, *targets)
         on_slurm = run_snakemake(cluster, *targets, *SLURM_ARGS)
         here.result()  # raises the local run's failure
     return on_slurm
 
 
+DECISION_TASKS = ("decision_rate_text", "decision_rank_tool")
+#: What the local run builds and the cluster run's copies are compared with.
+COMPARED_TABLES = (
+    "results/tables/ratios_race.csv",
+    "results/tables/parse_rates.csv",
+    "results/tables/decision_outcome_summary.csv",
+)
+
+
 def cluster_config() -> dict:
+    """Both studies on the smallest design that still submits every kind of job: one probing
+    task (2 inference shards) and two decision formats, one seed."""
     config = tiny_config(seeds=[0])
     del config["probing"]["tasks"]["salary"]
+    config["decision"] = decision_config()["decision"]
+    config["decision"]["design"]["tasks"] = list(DECISION_TASKS)
     return config
 
 
-def responses(workdir: Path) -> pl.DataFrame:
-    files = sorted((workdir / "results/responses").rglob("*.parquet"))
+def responses(workdir: Path, task: str = "healthcare") -> pl.DataFrame:
+    files = sorted((workdir / "results/responses").glob(f"*/*/{task}/*.parquet"))
     return pl.concat([pl.read_parquet(f) for f in files]).sort("prompt_uid")
 
 
@@ -84,7 +92,7 @@ def submitted_jobs(since: float) -> list[dict[str, str]]:
     return jobs
 
 
-def test_slurm_run_matches_local_run(
+def test_both_studies_on_slurm_match_the_local_run(
     slurm: None, tmp_path: Path, run_snakemake: SnakemakeRunner
 ) -> None:
     local, cluster = tmp_path / "local", tmp_path / "cluster"
@@ -92,52 +100,42 @@ def test_slurm_run_matches_local_run(
         write_config(workdir, cluster_config())
 
     started = time.time()
-    result = run_here_and_on_slurm(local, cluster, run_snakemake)
+    # the tables compared, on both: every kind of submission (single jobs, the GPU partition's
+    # inference, the profile's groups) without the rest of the studies' analyses, which run
+    # locally in tests/e2e
+    result = run_here_and_on_slurm(local, cluster, run_snakemake, *COMPARED_TABLES)
     log = result.stdout + result.stderr
+    assert "steps (100%) done" in log, log[-3000:]
     jobs = submitted_jobs(started)
     comments = " ".join(job["comment"] for job in jobs)
 
     # every job that is not a local rule went through sbatch
-    for rule in ("expand_prompts", "prepare_model", "generate_responses", "build_database"):
+    for rule in ("expand_prompts", "prepare_model", "generate_responses", "build_decision_prompts"):
         assert f"rule_{rule}" in comments or rule in comments, (rule, jobs)
-    n_inference = sum("generate_responses" in job["comment"] for job in jobs)
-    assert n_inference == 2  # 1 task × 1 seed × 2 shards
-    for job in jobs:
-        if "generate_responses" in job["comment"]:
-            assert job["partition"] == "gpu" and "gpu" in job["gres"], job
-    assert "steps (100%) done" in log, log[-3000:]
+    # the profile's groups: one submission (its comment rule_<group>_<rules>) holds many jobs
+    for group in ("parsing", "analysis", "decision_analysis"):
+        assert any(job["comment"].startswith(f"rule_{group}_") for job in jobs), (group, jobs)
+    inference = [job for job in jobs if "generate_responses" in job["comment"]]
+    assert len(inference) == 2 + len(DECISION_TASKS)  # 2 probing shards, 1 per decision task
+    assert all(job["partition"] == "gpu" and "gpu" in job["gres"] for job in inference), jobs
 
     local_rows, cluster_rows = responses(local), responses(cluster)
-    assert local_rows.height == cluster_rows.height == 1 * 3 * 19
     columns = ["prompt_uid", "seed", "completion", "completion_tokens", "option_logprobs"]
     assert local_rows.select(columns).equals(cluster_rows.select(columns))
-    for table in ("ratios_race.csv", "parse_rates.csv"):
-        assert (local / "results/tables" / table).read_text() == (
-            cluster / "results/tables" / table
-        ).read_text()
-
-
-def test_the_decision_design_on_slurm_matches_the_local_run(
-    slurm: None, tmp_path: Path, run_snakemake: SnakemakeRunner
-) -> None:
-    config = decision_config()
-    config["decision"]["design"]["tasks"] = ["decision_rate_text", "decision_rank_tool"]
-    local, cluster = tmp_path / "local", tmp_path / "cluster"
-    for workdir in (local, cluster):
-        write_config(workdir, config)
-    # every rule of the study on the cluster; here, only what is compared
-    summary = "results/tables/decision_outcome_summary.csv"
-    result = run_here_and_on_slurm(
-        local, cluster, run_snakemake, "decision", local_targets=(summary,)
-    )
-    assert "steps (100%) done" in result.stdout + result.stderr
-    for task in config["decision"]["design"]["tasks"]:
+    for task in DECISION_TASKS:
         path = f"results/outcomes/smollm2-135m/seed0/{task}.parquet"
-        columns = ["prompt_uid", "answer" if "rate" in task else "ranks", "parse_error"]
+        kept = ["prompt_uid", "answer" if "rate" in task else "ranks", "parse_error"]
         assert (
             pl.read_parquet(local / path)
-            .select(columns)
+            .select(kept)
             .sort("prompt_uid")
-            .equals(pl.read_parquet(cluster / path).select(columns).sort("prompt_uid"))
+            .equals(pl.read_parquet(cluster / path).select(kept).sort("prompt_uid"))
         )
-    assert (local / summary).read_text() == (cluster / summary).read_text()
+    for table in COMPARED_TABLES:
+        assert (local / table).read_text() == (cluster / table).read_text(), table
+
+    # a second invocation through the profile finds nothing to do and submits nothing
+    again = time.time()
+    rerun = run_snakemake(cluster, *COMPARED_TABLES, "--dry-run", *SLURM_ARGS)
+    assert "Nothing to be done" in rerun.stdout + rerun.stderr
+    assert submitted_jobs(again) == []
