@@ -39,6 +39,12 @@ PROBING_TASKS = ["healthcare", "salary", "race_prediction"]
 #: many multi-token labels, took 5 of the group's 12 minutes and adds no other path).
 DECISION_TASKS = ["decision_rate_text", "decision_decide_tool", "decision_rank_json"]
 CONSTRAINED = ["decision_decide_tool", "decision_rank_json"]
+RANK_BUNDLES = {
+    "demographic_matched": 4,
+    "irrelevant_matched": 4,
+    "disguised_demographic": 0,
+    "disguised_placebo": 0,
+}
 #: Bounds of agreement with the HF engine on the same prompts (both float32, greedy).
 MIN_SCORE_CORRELATION = 0.99
 MIN_ANSWER_AGREEMENT = 0.9
@@ -54,6 +60,8 @@ def both_engines_config() -> dict:
     config["probing"]["race_prediction"] = {"enabled": True, "tasks": ["healthcare"]}
     config["decision"] = decision_config()["decision"]
     config["decision"]["design"]["tasks"] = DECISION_TASKS
+    # 8 rankings, not 32: the JSON-schema path, at a quarter of its CI time
+    config["decision"]["design"]["bundles_per_type"] = RANK_BUNDLES
     # greedy: the engines must give the same answers; no re-answers (tests/unit checks them)
     config["decoding"] = {"temperature": 0, "determinism_checks": 0}
     config["models"] = {
