@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import polars as pl
 import pytest
 import yaml
@@ -33,6 +32,8 @@ pytestmark = [
 ]
 
 TASKS = ["decision_rate_text", "decision_rank_json", "decision_probe_choice"]
+#: The analyses the slice's checks read.
+SLICE_TABLES = ("outcome_summary", "contrasts", "composition", "position")
 COUNT = re.compile(r"decision audit: (\d+) prompts per model x seed \(([^)]*)\)")
 
 
@@ -65,7 +66,10 @@ def test_the_slice_runs_end_to_end_with_the_counts_it_printed(
 ) -> None:
     config = slice_config()
     write_config(tmp_path, config)
-    result = run_snakemake(tmp_path)
+    # the answers and the tables read below (the whole study's rules run in test_decision.py)
+    outcomes = {task: f"results/outcomes/smollm2-135m/seed0/{task}.parquet" for task in TASKS}
+    tables = {name: f"results/tables/decision_{name}.csv" for name in SLICE_TABLES}
+    result = run_snakemake(tmp_path, *outcomes.values(), *tables.values())
     output = result.stdout + result.stderr
     design = config["decision"]["design"]
     tiers = profile_tier_counts(AFB, "agentfairbench", OVERLAY["strip_suffixes"])
@@ -84,35 +88,38 @@ def test_the_slice_runs_end_to_end_with_the_counts_it_printed(
         "Rate / Decide lending 3/3/2; bundles lending 5/5/2" in output
     )
     # the rows built, answered and parsed are the rows printed
-    for task, n in printed.items():
-        table = pl.read_parquet(tmp_path / f"results/prompts/{task}.parquet")
-        assert table.height == n, task
-    con = duckdb.connect(str(tmp_path / "results/cueaudit.duckdb"), read_only=True)
-    answered = dict(con.sql("SELECT task, count(*) FROM outcomes GROUP BY task").fetchall())
-    assert answered == printed
-    rate = con.sql(
-        "SELECT tier, count(DISTINCT profile_id) AS n FROM decision_outcomes "
-        "WHERE task = 'decision_rate_text' GROUP BY tier ORDER BY tier"
-    ).fetchall()
+    prompts = {
+        task: pl.read_parquet(tmp_path / f"results/prompts/{task}.parquet") for task in TASKS
+    }
+    answered = {task: pl.read_parquet(tmp_path / path) for task, path in outcomes.items()}
+    assert {task: table.height for task, table in prompts.items()} == printed
+    assert {task: table.height for task, table in answered.items()} == printed
+    rate = (
+        answered["decision_rate_text"]
+        .join(prompts["decision_rate_text"], on="prompt_uid")
+        .group_by("tier")
+        .agg(pl.col("profile_id").n_unique())
+        .sort("tier")
+        .rows()
+    )
     assert rate == [("borderline", 3), ("clear_no", 2), ("clear_yes", 3)]
     # no profile carries the vignette suffix into a prompt, and each is AgentFairBench's
-    shown = pl.read_parquet(tmp_path / "results/prompts/decision_rate_text.parquet")
+    shown = prompts["decision_rate_text"]
     assert shown["profile_id"].str.starts_with("loan_").all()
     assert not shown["text"].str.contains("PHI", literal=True).any()
     # the analyses ran on real rows
-    summary = pl.read_csv(tmp_path / "results/tables/decision_outcome_summary.csv")
+    summary = pl.read_csv(tmp_path / tables["outcome_summary"])
     assert dict(zip(summary["task"], summary["n_responses"], strict=True)) == printed
     assert summary.filter(pl.col("task") == "decision_rank_json")["parse_rate"].item() == 1.0
-    contrasts = con.sql("SELECT * FROM decision_contrasts WHERE domain = 'lending'").pl()
+    contrasts = pl.read_csv(tmp_path / tables["contrasts"]).filter(pl.col("domain") == "lending")
     assert contrasts.height > 0 and contrasts["estimate"].is_finite().any()
-    composition = pl.read_csv(tmp_path / "results/tables/decision_composition.csv")
-    assert composition.height > 0
-    position = con.sql("SELECT * FROM decision_position").pl()
-    assert position.height > 0
-    con.close()
-    assert tier_counts(pl.read_parquet(tmp_path / "results/prompts/decision_rate_text.parquet"))[
-        "lending"
-    ] == {"clear_yes": 3 * 8, "borderline": 3 * 8, "clear_no": 2 * 8}
+    for name in ("composition", "position"):
+        assert pl.read_csv(tmp_path / tables[name]).height > 0, name
+    assert tier_counts(shown)["lending"] == {
+        "clear_yes": 3 * 8,
+        "borderline": 3 * 8,
+        "clear_no": 2 * 8,
+    }
 
 
 @pytest.mark.usefixtures("api_keys")

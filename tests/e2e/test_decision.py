@@ -51,6 +51,8 @@ ANALYSIS_TABLES += ["recognition_ties_by_type", "position_vs_demographics"]
 # cue types beyond name pairs (empty here: the design shows name pairs only)
 ANALYSIS_TABLES += ["cue_contrasts", "cue_validity"]
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")
+#: The table whose label says whether the design was changed after the lock.
+CONTRASTS_TABLE = "results/tables/decision_contrasts.csv"
 #: FairFund-Bench's stimuli where the workspace keeps them (the paper config's aid arm).
 FAIRFUND = ROOT.parent / "shared/data/fairfund/stimuli.csv"
 
@@ -83,6 +85,7 @@ def decision_config(profiles_per_tier: int = 1) -> dict:
         "cues": {},
         "models": tiny_config()["models"],
         "seeds": [0],
+        "decoding": tiny_config()["decoding"],
         "decision": {
             **{k: str(ROOT / v) for k, v in files.items()},
             "design": design,
@@ -216,7 +219,8 @@ def test_more_profiles_run_the_model_only_on_new_prompts(
     workdir: Path, run_snakemake: SnakemakeRunner
 ) -> None:
     write_config(workdir, decision_config(profiles_per_tier=2))
-    run_snakemake(workdir, "decision")
+    # the contrasts (read next) and the answers; the other analyses are the first run's
+    run_snakemake(workdir, CONTRASTS_TABLE)
     assert calls(workdir, "decision_rate_text") == (24, 24)
     for task in ("decision_decide_tool", "decision_rank_json", "decision_probe_free"):
         made, hits = calls(workdir, task)
@@ -225,7 +229,7 @@ def test_more_profiles_run_the_model_only_on_new_prompts(
 
 
 def _label(workdir: Path) -> str:
-    labels = set(pl.read_csv(workdir / "results/tables/decision_contrasts.csv")["label"])
+    labels = set(pl.read_csv(workdir / CONTRASTS_TABLE)["label"])
     assert len(labels) == 1, labels
     return labels.pop()
 
@@ -248,7 +252,7 @@ def test_an_edited_pre_registration_elsewhere_never_relocks(
     config = decision_config(profiles_per_tier=2)
     config["decision"]["preregistration"] = str(edited)
     write_config(workdir, config)
-    run_snakemake(workdir, "decision")
+    run_snakemake(workdir, CONTRASTS_TABLE)
     assert lock.read_bytes() == before
     label = _label(workdir)
     assert "the pre-registration path (" in label and f"{edited} now)" in label, label

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import duckdb
 import polars as pl
 import pytest
 
@@ -41,23 +40,27 @@ def test_the_aid_domain_runs_and_fills_the_replication_table(
     tmp_path: Path, run_snakemake: SnakemakeRunner
 ) -> None:
     config = decision_config()
+    # the primary arm asks the aid arm's formats only (no probes): the table reads the aid arm
+    config["decision"]["design"]["tasks"] = AID_TASKS
     config["decision"] |= {
         "fairfund_stimuli": str(FAIRFUND),
         "fairfund_published": str(ROOT / "resources/decision/fairfund_published.yaml"),
         "extensions": {"fairfund_aid": AID},
     }
     write_config(tmp_path, config)
-    result = run_snakemake(tmp_path)
     design = {**config["decision"]["design"], **AID["design"]}
     counts = expected_counts(design)
     assert counts == {"decision_rate_tool": 24, "decision_rank_json": 12}
+    # the arm's answers and its table (the whole study's rules run in test_decision.py)
+    outcomes = {
+        task: f"results/outcomes/smollm2-135m/seed0/{task}__fairfund_aid.parquet" for task in counts
+    }
+    replication = "results/tables/decision_aid_replication.csv"
+    result = run_snakemake(tmp_path, *outcomes.values(), replication)
     assert "decision extension fairfund_aid: 36 prompts per model x seed" in result.stderr
 
-    con = duckdb.connect(str(tmp_path / "results/cueaudit.duckdb"), read_only=True)
-    rows = con.sql(
-        "SELECT task, count(*) FROM outcomes WHERE task LIKE '%__fairfund_aid' GROUP BY task"
-    ).fetchall()
-    assert dict(rows) == {f"{t}__fairfund_aid": n for t, n in counts.items()}
+    answered = {task: pl.read_parquet(tmp_path / path).height for task, path in outcomes.items()}
+    assert answered == counts
     prompts = pl.read_parquet(tmp_path / "results/prompts/decision_rate_tool__fairfund_aid.parquet")
     names = dict(load_name_pairs(ROOT / NAME_PAIRS).select("pair_id", "full_name").rows())
     assert prompts.height == 24
@@ -65,8 +68,7 @@ def test_the_aid_domain_runs_and_fills_the_replication_table(
     assert all(names[k] in t for k, t in prompts.select("pair_id", "text").rows())
     assert not any("Applicant:" in t for t in prompts["text"])
     assert set(prompts["domain"]) == {"aid"} and prompts["race"].n_unique() == 4
-    table = con.sql("SELECT * FROM decision_aid_replication").pl()
-    con.close()
+    table = pl.read_csv(tmp_path / replication)
 
     assert table.sort("format")["format"].to_list() == ["rank", "rate"]
     assert set(table["arm"]) == {"fairfund_aid"} and set(table["domain"]) == {"aid"}
@@ -84,5 +86,4 @@ def test_the_aid_domain_runs_and_fills_the_replication_table(
         if row["ci_low"] is not None and math.isfinite(row["ci_low"]):
             inside = row["ci_low"] <= row["published"] <= row["ci_high"]
             assert row["published_in_ci"] is inside, row
-    csv = pl.read_csv(tmp_path / "results/tables/decision_aid_replication.csv")
-    assert csv.height == 2
+    assert table.height == 2

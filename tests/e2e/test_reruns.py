@@ -31,6 +31,8 @@ ANALYSIS_RULES = {
     "plot_group_means",
     "all",
 }
+#: The answers of the one task: what an inference change is checked on.
+OUTCOMES = "results/outcomes/smollm2-135m/seed0/healthcare.parquet"
 CALLS = re.compile(r"model calls: (\d+), cache hits: (\d+)")
 
 
@@ -135,13 +137,13 @@ def test_inference_rerun_is_served_from_cache(
     config = yaml.safe_load((workdir / "config/config.yaml").read_text())
     config["models"]["smollm2-135m"]["batch_size"] = 5
     write_config(workdir, config)
-    before = pl.read_parquet(workdir / "results/outcomes/smollm2-135m/seed0/healthcare.parquet")
-    result = run_snakemake(workdir)
+    before = pl.read_parquet(workdir / OUTCOMES)
+    result = run_snakemake(workdir, OUTCOMES)  # the analyses downstream are no inference
     planned = {rule for rule, _ in planned_jobs(result.stdout + result.stderr)}
     assert "generate_responses" in planned
     calls, hits = inference_calls(workdir)
     assert calls == 0 and hits == 3 * (1 + 8 + 5)
-    after = pl.read_parquet(workdir / "results/outcomes/smollm2-135m/seed0/healthcare.parquet")
+    after = pl.read_parquet(workdir / OUTCOMES)
     assert before.sort("prompt_uid").equals(after.sort("prompt_uid"))
 
 
@@ -149,7 +151,7 @@ def test_added_name_runs_the_model_only_on_new_prompts(
     workdir: Path, run_snakemake: SnakemakeRunner
 ) -> None:
     small_name_list(workdir / "rosenman.csv", extra=["Jamal,Black,male,rosenman"])
-    result = run_snakemake(workdir)
+    result = run_snakemake(workdir, OUTCOMES)
     planned = {rule for rule, _ in planned_jobs(result.stdout + result.stderr)}
     assert {"prepare_names", "expand_prompts", "generate_responses"} <= planned
     assert "prepare_model" not in planned
