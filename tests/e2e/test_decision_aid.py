@@ -21,6 +21,12 @@ pytestmark = pytest.mark.e2e
 NAME_PAIRS = "resources/names/elder_hayes_pairs.csv"
 FAIRFUND = ROOT.parent / "shared/data/fairfund/stimuli.csv"
 AID_TASKS = ["decision_rate_tool", "decision_rank_json"]
+PRIMARY_BUNDLES = {
+    "demographic_matched": 0,
+    "irrelevant_matched": 0,
+    "disguised_demographic": 12,
+    "disguised_placebo": 0,
+}
 AID = {
     "extension": True,
     "description": "the aid domain on FairFund-Bench's stimuli",
@@ -40,8 +46,9 @@ def test_the_aid_domain_runs_and_fills_the_replication_table(
     tmp_path: Path, run_snakemake: SnakemakeRunner
 ) -> None:
     config = decision_config()
-    # the primary arm asks the aid arm's formats only (no probes): the table reads the aid arm
-    config["decision"]["design"]["tasks"] = AID_TASKS
+    # the primary arm asks the aid arm's formats only (no probes), on 12 rankings instead of
+    # 32: the table reads the aid arm
+    config["decision"]["design"] |= {"tasks": AID_TASKS, "bundles_per_type": PRIMARY_BUNDLES}
     config["decision"] |= {
         "fairfund_stimuli": str(FAIRFUND),
         "fairfund_published": str(ROOT / "resources/decision/fairfund_published.yaml"),
