@@ -46,7 +46,7 @@ def paper_scale_config(
         for task in ("healthcare", "salary", "legal")
     }
     models = {
-        name: {"backend": "hf", "path": f"/models/{name}", "dtype": "bfloat16", "batch_size": 64}
+        name: {"backend": "hf", "path": f"models/{name}", "dtype": "bfloat16", "batch_size": 64}
         for name in models
     }
     return {
@@ -105,6 +105,10 @@ def main() -> None:
         workdir = Path(tmp)
         (workdir / "config").mkdir()
         config = paper_scale_config(args.shards, models, seeds)
+        # the models' folders (empty): the workflow's pre-flight refuses a dry run whose local
+        # model folders do not exist
+        for name in models:
+            (workdir / "models" / name).mkdir(parents=True)
         (workdir / "config/config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
         timings = []
         for _ in range(args.repeat):
