@@ -1,8 +1,8 @@
 """Both studies' smallest design through `snakemake --profile profiles/slurm` on a real
 single-node Slurm, in one run: submission, the profile's partitions and groups, the same answers
-and tables as a local run, and a rerun with nothing to do. Every test that submits to the cluster
-is here: each counts what it submitted, so under ``pytest -n N`` they must share one worker
-(``--dist loadfile``).
+and tables as a local run, and a rerun that finds nothing to do. Every test that submits to the
+cluster is here: each counts what it submitted, so under ``pytest -n N`` they must share one
+worker (``--dist loadfile``).
 
 CI starts the cluster with tests/slurm/cluster.sh and sets CUEAUDIT_REQUIRE_SLURM=1, so a
 cluster that is down fails the test instead of skipping it.
@@ -134,8 +134,6 @@ def test_both_studies_on_slurm_match_the_local_run(
     for table in COMPARED_TABLES:
         assert (local / table).read_text() == (cluster / table).read_text(), table
 
-    # a second invocation through the profile finds nothing to do and submits nothing
-    again = time.time()
+    # a second invocation through the profile finds nothing to do
     rerun = run_snakemake(cluster, *COMPARED_TABLES, "--dry-run", *SLURM_ARGS)
     assert "Nothing to be done" in rerun.stdout + rerun.stderr
-    assert submitted_jobs(again) == []

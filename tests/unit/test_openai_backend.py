@@ -284,8 +284,8 @@ def healthy_timeout(
 
 #: Requests of the fault-injection run. Each stall holds only its own slot until the client
 #: timeout, so the run takes about the server's time plus (stalls x timeout) / concurrency:
-#: 200 (CI: every fault kind about 10-20 times, the restart halfway) take under 2 minutes on a
-#: loaded 2-core machine; the 1,000-request run of the OpenAI backend's acceptance (8 minutes)
+#: 200 (CI: every fault kind 16-29 times, the restart halfway) took 171 s on this project's
+#: 2-core machine at load 4; the 1,000-request run of the OpenAI backend's acceptance (8 minutes)
 #: is ``CUEAUDIT_FAULT_REQUESTS=1000 pytest --group=under_load``.
 FAULT_REQUESTS = int(os.environ.get("CUEAUDIT_FAULT_REQUESTS", "200"))
 #: Two tokens: an answer is generated, and the run measures the faults, not decoding.

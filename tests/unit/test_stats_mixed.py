@@ -192,3 +192,13 @@ def test_an_outcome_fitted_exactly_is_an_input_error_not_a_linalg_crash() -> Non
     groups = {"profile": np.arange(12) % 3, "pair": np.arange(12) % 4}
     with pytest.raises(InputError, match="the outcome is fitted exactly"):
         fit_crossed_lmm(1.0 + 2.0 * x[:, 1], x, groups, ["intercept", "x"])
+
+
+def test_one_blas_thread_inside_the_block() -> None:
+    from threadpoolctl import threadpool_info
+
+    from cueaudit.stats.mixed import one_blas_thread
+
+    with one_blas_thread():
+        inside = {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+    assert inside == {1}
