@@ -304,6 +304,11 @@ def _semantic_problems(config: Mapping[str, Any], studies: Mapping[str, Study]) 
                 f"{model['backend']} (at least model: the model's name at the endpoint; "
                 "base_url: the endpoint, null for api.openai.com)"
             )
+        if not local_weights and model.get("inference_jobs") == "per_seed":
+            yield (
+                f"config key models.{name}.inference_jobs: per_seed starts a local engine once "
+                f"per seed; backend {model['backend']} has none (drop the key)"
+            )
         if has_gguf_package and "gguf_file" not in model:
             yield f"config key models.{name}.gguf_file: required with gguf_package"
     for study in running:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, SnakemakeRunner, tiny_config, write_config
+from tests.conftest import ROOT, SMOLLM2_SPEC, SnakemakeRunner, tiny_config, write_config
 from tests.e2e.test_config_errors import output_of
 from tests.helpers.fake_slurm import fake_slurm_bin, path_with
 from tests.helpers.fault_proxy import CannedServer, chat_completion
@@ -100,7 +100,10 @@ def test_api_inference_waits_for_its_probe_and_asks_no_gpu_on_slurm(
     tmp_path: Path, run_snakemake: SnakemakeRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", path_with(fake_slurm_bin(tmp_path / "bin")))
-    write_config(tmp_path / "work", api_config())
+    config = api_config()
+    # vLLM's default, on the HF engine here: one job answers every task of the seed
+    config["models"]["per-seed"] = SMOLLM2_SPEC | {"inference_jobs": "per_seed"}
+    write_config(tmp_path / "work", config)
     profile = str(ROOT / "profiles/slurm")
     result = run_snakemake(tmp_path / "work", "--dry-run", "--profile", profile)
     output = result.stdout + result.stderr
@@ -113,6 +116,14 @@ def test_api_inference_waits_for_its_probe_and_asks_no_gpu_on_slurm(
     assert all("gpu=" not in job and "slurm_partition=debug" in job for job in api)
     assert all("results/preflight/api.json" in job for job in api)
     assert "results/preflight/smollm2-135m.json" not in output  # local weights: no probe
+    (seed_job,) = jobs_of(output, "generate_seed_responses")
+    copies = jobs_of(output, "copy_seed_responses")
+    assert "results/responses_per_seed/per-seed/seed0" in seed_job
+    assert "slurm_partition=gpu" in seed_job and "gpu=1" in seed_job
+    # each shard copied to where a per-task job would have written it
+    copied = re.findall(r"output: results/responses/per-seed/seed0/(\S+)", "".join(copies))
+    shards = re.findall(r"output: results/responses/smollm2-135m/seed0/(\S+)", "".join(local))
+    assert sorted(copied) == sorted(shards) and len(shards) == 4
 
     monkeypatch.setenv("PATH", path_with(fake_slurm_bin(tmp_path / "bin", partitions=["cpu*"])))
     result = run_snakemake(tmp_path / "work", "--dry-run", "--profile", profile, check=False)

@@ -266,3 +266,56 @@ def test_a_shard_without_prompts_writes_an_empty_table(tmp_path: Path) -> None:
     out = _run(tmp_path, backend, shard=empty_shard, n_shards=2, answer=YES_NO)
     assert out.height == 0 and backend.calls == 0
     assert pl.read_parquet(tmp_path / "out/m.parquet").columns == out.columns
+
+
+def test_one_job_per_seed_starts_one_backend_for_every_task_and_shard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """inference_jobs: per_seed: every task and shard of a model x seed on one backend (its
+    engine starts once), each shard the table a per-task job writes, a rerun from the cache."""
+    import cueaudit.inference.runner as runner
+
+    prompt_table().write_parquet(tmp_path / "prompts.parquet")
+    built: list[CountingBackend] = []
+
+    def build_backend(*args: object, **kwargs: object) -> CountingBackend:
+        built.append(CountingBackend())
+        return built[-1]
+
+    monkeypatch.setattr(runner, "build_backend", build_backend)
+    tasks = {
+        "healthcare": runner.SeedTask(tmp_path / "prompts.parquet", 2, 8),
+        "salary": runner.SeedTask(tmp_path / "prompts.parquet", 1, 8),
+    }
+
+    def run(out: str) -> None:
+        runner.run_seed(
+            tasks=tasks,
+            model_dir=tmp_path,
+            model_name="m",
+            model_spec={"backend": "hf"},
+            seed=0,
+            decoding=DECODING,
+            out_dir=tmp_path / out,
+            cache_dir=tmp_path / "cache",
+        )
+
+    run("seed0")
+    assert len(built) == 1
+    # two tasks' prompts, each answered once: 36 prompts per task
+    assert built[0].calls == 72
+    shards = sorted(
+        p.relative_to(tmp_path / "seed0").as_posix()
+        for p in (tmp_path / "seed0").rglob("*.parquet")
+    )
+    assert shards == ["healthcare/0.parquet", "healthcare/1.parquet", "salary/0.parquet"]
+    per_task = run_test_shard(tmp_path, CountingBackend(), shard=1, n_shards=2)
+    seed_shard = pl.read_parquet(tmp_path / "seed0/healthcare/1.parquet")
+    cols = ["prompt_uid", "completion", "option_logprobs", "task"]
+    assert seed_shard.select(cols).equals(per_task.select(cols))
+    assert pl.read_parquet(tmp_path / "seed0/salary/0.parquet")["task"].unique().to_list() == [
+        "salary"
+    ]
+
+    run("again")
+    assert len(built) == 2 and built[1].calls == 0

@@ -15,6 +15,7 @@ import yaml
 
 from cueaudit.config import validate_config
 from cueaudit.errors import InputError
+from cueaudit.inference.backends import inference_jobs
 from cueaudit.inference.core import AnswerSpec, Decoding, Option, Request, Tool, canonical_json
 from cueaudit.inference.openai_backend import OpenAIBackend
 from cueaudit.inference.openai_protocol import NO_KEY, OpenAISettings, api_key
@@ -62,15 +63,39 @@ def refusal(config: dict[str, Any], environ: dict[str, str], base: Path = ROOT) 
 # -- static: a backend block, the key, local folders, option scores --------------------------
 
 
+def invalid(config: dict[str, Any]) -> str:
+    """The message validate_config refuses ``config`` with."""
+    with pytest.raises(InputError) as error:
+        validate_config(config, SCHEMA, STUDIES)
+    return str(error.value)
+
+
 def test_an_api_model_without_its_block_is_refused() -> None:
     config = default_config()
     config["models"]["gpt"] = {"backend": "openai"}
-    with pytest.raises(InputError) as error:
-        validate_config(config, SCHEMA, STUDIES)
     assert (
         "config key models.gpt.openai: required with backend openai (at least model: the "
         "model's name at the endpoint; base_url: the endpoint, null for api.openai.com)"
-    ) in str(error.value)
+    ) in invalid(config)
+
+
+def test_inference_jobs_per_seed_is_for_local_engines_only() -> None:
+    config = default_config()
+    config["models"]["gpt"] = {
+        "backend": "openai",
+        "openai": {"model": "m"},
+        "inference_jobs": "per_seed",
+    }
+    assert (
+        "config key models.gpt.inference_jobs: per_seed starts a local engine once per seed; "
+        "backend openai has none (drop the key)"
+    ) in invalid(config)
+    config["models"]["gpt"]["inference_jobs"] = "per_task"
+    validate_config(config, SCHEMA, STUDIES)
+    assert inference_jobs(config["models"]["gpt"]) == "per_task"
+    assert inference_jobs({"backend": "vllm"}) == "per_seed"
+    assert inference_jobs({"backend": "vllm", "inference_jobs": "per_task"}) == "per_task"
+    assert inference_jobs({"backend": "hf"}) == "per_task"
 
 
 def test_an_unset_key_variable_is_refused_and_null_means_no_key() -> None:

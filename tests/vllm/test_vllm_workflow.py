@@ -131,12 +131,21 @@ def reversed_options(scores: str | None) -> str | None:
     return json.dumps(dict(zip(values, reversed(values.values()), strict=True)))
 
 
-def test_every_inference_job_answered_on_vllm(workdir: Path) -> None:
-    for task in PROBING_TASKS + DECISION_TASKS:
-        log = (workdir / f"logs/inference/{VLLM}/seed0/{task}/0.log").read_text()
-        generated, _ = map(int, CALLS.findall(log)[-1])
+def task_blocks(log: str) -> dict[str, str]:
+    """A per-seed job's log cut at its "task i of n: <task>" lines: task -> its lines."""
+    parts = re.split(r"^.*task \d+ of \d+: (\S+)$", log, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_one_job_answered_every_task_on_one_vllm_engine(workdir: Path) -> None:
+    """inference_jobs: per_seed, vLLM's default: one job for the seed, one engine start."""
+    log = (workdir / f"logs/inference/{VLLM}/seed0.log").read_text()
+    blocks = task_blocks(log)
+    assert sorted(blocks) == sorted(PROBING_TASKS + DECISION_TASKS)
+    for task, lines in blocks.items():
+        generated, _ = map(int, CALLS.findall(lines)[-1])
         assert generated == responses(workdir, VLLM, task).height > 0, task
-        assert "engine:" in log and "vllm" in log, task
+        assert re.search(r"engine: .*'engine_starts': 1\b", lines), task
         # the same chat template: every prompt the same tokens on both engines
         tokens = responses(workdir, HF, task).join(
             responses(workdir, VLLM, task), on="prompt_uid", suffix="_vllm"

@@ -13,7 +13,7 @@ from cueaudit.config import check_config_files, check_input_files, is_complete_c
 from cueaudit.config import seeds_of, validate_config  # noqa: E402
 from cueaudit.cues import REGISTRY as CUE_TYPES  # noqa: E402
 from cueaudit.errors import InputError  # noqa: E402
-from cueaudit.inference.backends import BACKENDS  # noqa: E402
+from cueaudit.inference.backends import BACKENDS, inference_jobs  # noqa: E402
 from cueaudit.inference.preflight import check_models  # noqa: E402
 from cueaudit.slurm import check_slurm  # noqa: E402
 from cueaudit.studies import STUDIES  # noqa: E402
@@ -166,6 +166,17 @@ def local_weight_models():
     return [m for m in model_names() if BACKENDS[config["models"][m]["backend"]].local_weights]
 
 
+def per_seed_models():
+    """Local models answered in one job per seed (``inference_jobs: per_seed``, vLLM's
+    default): their engine starts once for all their tasks."""
+    return [m for m in local_weight_models() if inference_jobs(config["models"][m]) == "per_seed"]
+
+
+def per_task_models():
+    """Local models answered in one job per task and shard."""
+    return [m for m in local_weight_models() if m not in per_seed_models()]
+
+
 def api_models():
     """Models behind an API: their inference waits for the endpoint's probe, asks no GPU."""
     return [m for m in model_names() if m not in local_weight_models()]
@@ -181,9 +192,14 @@ def model_task_answers(wildcards):
     }
 
 
+#: Model keys that say which jobs run, not how a prompt is answered: not in a job's params
+#: (a new seed must not rerun the others' jobs).
+JOB_KEYS = frozenset({"seeds", "inference_jobs"})
+
+
 def model_spec(wildcards):
-    """A model's settings without its seeds (a new seed must not rerun the others' jobs)."""
-    return {k: v for k, v in config["models"][wildcards.model].items() if k != "seeds"}
+    """A model's settings without the keys that only cut its jobs (JOB_KEYS)."""
+    return {k: v for k, v in config["models"][wildcards.model].items() if k not in JOB_KEYS}
 
 
 def inference_task(wildcards):
@@ -213,6 +229,33 @@ def task_requirements(wildcards):
 
 def shard_ids(task):
     return range(INFERENCE_TASKS[task]["shards"])
+
+
+def seed_tasks(wildcards):
+    """The tasks a model x seed runs, in the order of task_names()."""
+    return [t for m, s, t in model_seed_tasks() if (m, str(s)) == (wildcards.model, wildcards.seed)]
+
+
+def seed_prompt_tables(wildcards):
+    return all_prompt_tables(seed_tasks(wildcards))
+
+
+def seed_task_requirements(wildcards):
+    """task_requirements of every task of the model x seed."""
+    return [
+        ancient(path)
+        for task in seed_tasks(wildcards)
+        for path in INFERENCE_TASKS[task].get("requires", [])
+    ]
+
+
+def seed_task_settings(wildcards):
+    """Task -> what its jobs would read (prompts, shards, token limit, outcome, answer)."""
+    return {
+        task: {"prompts": f"results/prompts/{task}.parquet"}
+        | config_slice(INFERENCE_TASKS[task], "shards", "max_new_tokens", "outcome", "answer")
+        for task in seed_tasks(wildcards)
+    }
 
 
 def response_shards(wildcards):

@@ -21,7 +21,7 @@ rule generate_responses:
     output:
         "results/responses/{model}/seed{seed}/{task}/{shard}.parquet",
     wildcard_constraints:
-        model=any_of(local_weight_models()),
+        model=any_of(per_task_models()),
     params:
         model=model_spec,
         decoding=config["decoding"],
@@ -57,6 +57,57 @@ use rule generate_responses as generate_api_responses with:
     resources:
         mem_mb=2000,
         runtime=240,
+
+
+# A model answered per seed (inference_jobs: per_seed, vLLM's default) starts its engine once:
+# one job answers every task and shard of the seed into a folder, and each shard is copied
+# from there to where a per-task job would have written it. A changed or added task reruns
+# that job, which answers the unchanged prompts from the response cache.
+rule generate_seed_responses:
+    input:
+        prompts=seed_prompt_tables,
+        model="results/models/{model}",
+        requires=seed_task_requirements,
+    output:
+        directory("results/responses_per_seed/{model}/seed{seed}"),
+    wildcard_constraints:
+        model=any_of(per_seed_models()),
+    params:
+        model=model_spec,
+        decoding=config["decoding"],
+        tasks=seed_task_settings,
+        cache_dir="results/cache/responses",
+    threads: 2
+    log:
+        "logs/inference/{model}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/inference/{model}/seed{seed}.tsv"
+    conda:
+        "../../envs/inference.yaml"
+    resources:
+        mem_mb=8000,
+        runtime=240,
+    script:
+        "../scripts/generate_seed_responses.py"
+
+
+rule copy_seed_responses:
+    input:
+        "results/responses_per_seed/{model}/seed{seed}",
+    output:
+        "results/responses/{model}/seed{seed}/{task}/{shard}.parquet",
+    wildcard_constraints:
+        model=any_of(per_seed_models()),
+    localrule: True
+    log:
+        "logs/inference/{model}/seed{seed}/{task}/{shard}.log",
+    conda:
+        "../../envs/inference.yaml"
+    resources:
+        mem_mb=500,
+        runtime=5,
+    shell:
+        "cp {input}/{wildcards.task}/{wildcards.shard}.parquet {output} 2> {log}"
 
 
 # One short probe of an API model's endpoint before its first inference job: the model is

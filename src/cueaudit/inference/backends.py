@@ -32,6 +32,9 @@ class BackendEntry:
     local_weights: bool = True
     #: The sampling parameters it applies (cueaudit.inference.core.backend_decoding).
     sampling_keys: tuple[str, ...] = SAMPLING_KEYS
+    #: How its models' inference is cut into jobs unless a model says (``inference_jobs``):
+    #: "per_seed" where the engine is slow to start, so that it starts once per model x seed.
+    inference_jobs: str = "per_task"
 
 
 BACKENDS: Final = {
@@ -42,7 +45,9 @@ BACKENDS: Final = {
         local_weights=False,
         sampling_keys=API_SAMPLING_KEYS,
     ),
-    "vllm": BackendEntry("cueaudit.inference.vllm_backend", "VLLMBackend"),
+    "vllm": BackendEntry(
+        "cueaudit.inference.vllm_backend", "VLLMBackend", inference_jobs="per_seed"
+    ),
 }
 
 
@@ -53,6 +58,11 @@ def backend_entry(name: str) -> BackendEntry:
             "config", f"unknown backend {name!r} (known: {sorted(BACKENDS)})", "backend"
         )
     return BACKENDS[name]
+
+
+def inference_jobs(spec: Mapping[str, Any]) -> str:
+    """ "per_task" or "per_seed": a model's ``inference_jobs``, else its backend's default."""
+    return spec.get("inference_jobs") or backend_entry(spec["backend"]).inference_jobs
 
 
 def backend_class(name: str) -> Any:

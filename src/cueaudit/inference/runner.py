@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from cueaudit.prompts import group_expr, scan_prompts, shard_of
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RESPONSE_SCHEMA", "run_shard", "shard_prompts"]
+__all__ = ["RESPONSE_SCHEMA", "SeedTask", "run_seed", "run_shard", "shard_prompts"]
 
 
 def shard_prompts(prompts_path: str | Path, shard: int, n_shards: int) -> pl.DataFrame:
@@ -200,6 +201,60 @@ def run_shard(
     if stats is not None:
         log.info("engine: %s", stats)
     return responses
+
+
+@dataclass(frozen=True)
+class SeedTask:
+    """One task of a model x seed answered in one job (run_seed): what run_shard reads."""
+
+    prompts_path: str | Path
+    n_shards: int
+    max_new_tokens: int
+    answer: AnswerSpec = PLAIN_TEXT
+
+
+def run_seed(
+    *,
+    tasks: Mapping[str, SeedTask],
+    model_dir: str | Path,
+    model_name: str,
+    model_spec: Mapping[str, Any],
+    seed: int,
+    decoding: Mapping[str, Any],
+    out_dir: str | Path,
+    cache_dir: str | Path = DEFAULT_CACHE_DIR,
+    backend: Backend | None = None,
+) -> None:
+    """Every task and shard of one model x seed on one backend, so that its engine starts
+    once: each shard as run_shard writes it, to ``out_dir/<task>/<shard>.parquet``."""
+    backend = backend or build_backend(
+        model_dir,
+        model_spec,
+        state_dir=Path(cache_dir).parent / "batches" / model_name / f"seed{seed}",
+    )
+    out = Path(out_dir)
+    run: dict[str, Any] = {
+        "model_dir": model_dir,
+        "model_name": model_name,
+        "model_spec": model_spec,
+        "seed": seed,
+        "decoding": decoding,
+        "cache_dir": cache_dir,
+        "backend": backend,
+    }
+    for number, (task, settings) in enumerate(tasks.items(), start=1):
+        log.info("task %d of %d: %s", number, len(tasks), task)
+        for shard in range(settings.n_shards):
+            run_shard(
+                prompts_path=settings.prompts_path,
+                shard=shard,
+                n_shards=settings.n_shards,
+                task=task,
+                max_new_tokens=settings.max_new_tokens,
+                out_path=out / task / f"{shard}.parquet",
+                answer=settings.answer,
+                **run,
+            )
 
 
 #: Config keys of a transformers model whose value is its context length.
