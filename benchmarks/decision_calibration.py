@@ -55,7 +55,7 @@ from common import begin_results, default_out, footer, write_with_table  # noqa:
 
 from cueaudit.decision.analysis import contrasts  # noqa: E402
 from cueaudit.decision.analysis.fitters import FAMILY_ESTIMATOR  # noqa: E402
-from cueaudit.decision.analysis.outputs import pooled_with_primary  # noqa: E402
+from cueaudit.decision.analysis.inputs import pooled_with_primary  # noqa: E402
 from cueaudit.decision.analysis.simulate import (  # noqa: E402
     build_design,
     rank_lapse_needed,

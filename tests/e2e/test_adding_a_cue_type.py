@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +14,16 @@ import polars as pl
 import pytest
 
 from cueaudit.prompts import text_expr
-from tests.conftest import ROOT, tiny_config, write_config
-from tests.unit.test_architecture import _tracked_files
+from tests.conftest import tiny_config, write_config
+from tests.helpers.worked_example import (
+    changed_files,
+    code_blocks,
+    copy_repository,
+    insert_after,
+)
 
 pytestmark = pytest.mark.e2e
 
-PAGE = ROOT / "docs/architecture.md"
 MODULE_PATH = "src/cueaudit/cues/pronouns.py"
 REGISTRY_PATH = "src/cueaudit/cues/registry.py"
 SCHEMA_PATH = "workflow/schemas/config.schema.yaml"
@@ -31,25 +34,7 @@ CUE_BLOCKS = "properties:\n  cues:\n    properties:\n"
 
 def worked_example() -> list[str]:
     """The code blocks of the page's "Adding a cue type": module, row, schema block, rule."""
-    section = PAGE.read_text(encoding="utf-8").split("\n## Adding a cue type\n")[1]
-    blocks = re.findall(r"^```(\w+)\n(.*?)^```", section.split("\n## ")[0], re.DOTALL | re.M)
-    assert [language for language, _ in blocks] == ["python", "python", "yaml", "snakemake"]
-    return [code for _, code in blocks]
-
-
-def copy_repository(target: Path) -> None:
-    """The repository's files as git sees them (tracked and not ignored), without results/."""
-    for relative in _tracked_files():
-        source = ROOT / relative
-        if source.is_file() and not relative.startswith("results/"):
-            (target / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / relative)
-
-
-def _insert(text: str, anchor: str, addition: str) -> str:
-    """``addition`` after ``anchor``, which must be in ``text`` once."""
-    assert text.count(anchor) == 1, f"{anchor!r} is not in the file exactly once"
-    return text.replace(anchor, anchor + addition)
+    return code_blocks("Adding a cue type", ["python", "python", "yaml", "snakemake"])
 
 
 def add_pronoun_cue_type(repo: Path) -> None:
@@ -58,7 +43,9 @@ def add_pronoun_cue_type(repo: Path) -> None:
     (repo / MODULE_PATH).write_text(module, encoding="utf-8")
     registry = repo / REGISTRY_PATH
     import_line, row = row.split("\n", 1)
-    text = _insert(registry.read_text(), "from __future__ import annotations\n", import_line + "\n")
+    text = insert_after(
+        registry.read_text(), "from __future__ import annotations\n", import_line + "\n"
+    )
     listing = re.search(r"REGISTRY: Final = CueRegistry\(\[(.*?)\]\)", text, re.DOTALL)
     assert listing is not None
     listed = listing[0].replace(listing[1], f"{listing[1]}, PRONOUN_CUE_TYPE")
@@ -67,22 +54,9 @@ def add_pronoun_cue_type(repo: Path) -> None:
     assert schema_block.startswith(CUE_BLOCKS)
     cues = "  cues:\n    type: object\n    additionalProperties: false\n    properties:\n"
     block = schema_block.removeprefix(CUE_BLOCKS)
-    schema.write_text(_insert(schema.read_text(), cues, block), encoding="utf-8")
+    schema.write_text(insert_after(schema.read_text(), cues, block), encoding="utf-8")
     rules = repo / RULES_PATH
     rules.write_text(rules.read_text() + "\n\n" + rule, encoding="utf-8")
-
-
-def changed_files(repo: Path) -> set[str]:
-    """Files of the copy that the repository lacks or holds with other bytes."""
-    return {
-        str(path.relative_to(repo))
-        for path in repo.rglob("*")
-        if path.is_file()
-        and not (
-            (ROOT / path.relative_to(repo)).is_file()
-            and (ROOT / path.relative_to(repo)).read_bytes() == path.read_bytes()
-        )
-    }
 
 
 def test_a_new_cue_type_is_four_edits(tmp_path: Path) -> None:

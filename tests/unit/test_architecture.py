@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import itertools
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,10 @@ import pytest
 import yaml
 
 from cueaudit.config import study_schema
+from cueaudit.decision.analysis.registry import ANALYSES as DECISION_ANALYSES
+from cueaudit.decision.analysis.registry import FIGURES as DECISION_FIGURES
 from cueaudit.studies import STUDIES
+from tests.helpers.worked_example import tracked_files
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "src" / "cueaudit"
@@ -197,17 +199,6 @@ def test_each_study_block_has_its_schema_and_the_shared_one_has_none() -> None:
         assert composed["properties"][name]["type"] == "object", study.schema
 
 
-def _tracked_files() -> list[str]:
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
-    return [path for path in listed if (ROOT / path).exists()]
-
-
 #: A backticked file or folder name in the architecture page (``hf.py``, ``decision/analysis/``,
 #: ``workflow/rules/common.smk``).
 _NAMED_PATH = re.compile(r"`([A-Za-z0-9_./<>-]+?(?:\.(?:py|smk|yaml|md|rst|R)|/))`")
@@ -240,7 +231,7 @@ def missing_from_architecture(text: str, files: list[str]) -> list[str]:
 
 def test_every_module_the_architecture_page_names_exists() -> None:
     text = (ROOT / "docs/architecture.md").read_text(encoding="utf-8")
-    assert missing_from_architecture(text, _tracked_files()) == []
+    assert missing_from_architecture(text, tracked_files()) == []
 
 
 def test_the_architecture_check_can_fail() -> None:
@@ -269,7 +260,10 @@ def test_every_rule_a_profile_names_exists() -> None:
     rules = {
         name for path in sources for names in _RULE.findall(path.read_text()) for name in names
     } - {""}
-    assert {"generate_responses", "generate_api_responses", "estimate_decision_contrasts"} <= rules
+    # the decision analyses' and figures' rules are generated from their registry
+    rules |= {row.rule for row in DECISION_ANALYSES.values()}
+    rules |= {f"plot_decision_{name}" for name in DECISION_FIGURES}
+    assert {"generate_responses", "generate_seed_responses", "estimate_decision_contrasts"} <= rules
     for path in sorted((ROOT / "profiles").glob("*/config*.yaml")):
         assert unknown_profile_rules(yaml.safe_load(path.read_text()), rules) == [], path
     misspelt = {"groups": {"estimate_decision_contrast": "decision_analysis"}}
@@ -280,7 +274,9 @@ def test_every_rule_a_profile_names_exists() -> None:
 #: apart). A script importing it, or handing work to processes (``workers=``: the
 #: specification curve's relabellings), runs under a __main__ guard, since a spawned process
 #: imports the script again, without Snakemake's `snakemake` object.
-SPAWNING = {"cueaudit.inference.runner"}
+#: Modules whose work may spawn processes: inference (vLLM's engine), the decision analyses
+#: (the specification curve's workers).
+SPAWNING = {"cueaudit.inference.runner", "cueaudit.decision.analysis.registry"}
 
 
 def _script_imports(script: Path) -> set[str]:
@@ -314,7 +310,11 @@ def test_scripts_that_may_start_processes_run_under_a_main_guard() -> None:
     scripts = sorted((ROOT / "workflow/scripts").glob("*.py"))
     spawning = [s for s in scripts if _script_imports(s) & SPAWNING or _hands_out_work(s)]
     names = {s.name for s in spawning}
-    assert {"generate_responses.py", "estimate_decision_specification_curve.py"} <= names
+    assert {
+        "generate_responses.py",
+        "generate_seed_responses.py",
+        "run_decision_analysis.py",
+    } <= names
     unguarded = {s.name: lines for s in spawning if (lines := _unguarded_work(s))}
     assert not unguarded, f"work outside `if __name__ == '__main__':` (script: lines): {unguarded}"
 

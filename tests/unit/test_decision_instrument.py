@@ -655,16 +655,22 @@ def test_rank_points_are_mid_ranks_by_default_and_competition_on_request() -> No
 def test_composition_checks_every_estimated_arm(tmp_path: Path) -> None:
     """A confounded extension arm (the robustness arm's construction) stops the analysis
     naming the arm, although the primary arm is balanced."""
-    from cueaudit.decision.analysis.outputs import write_composition
+    from cueaudit.decision.analysis.computations import composition_tables
+    from cueaudit.decision.analysis.inputs import AnalysisInputs
+
+    def check(judgements: pl.DataFrame) -> pl.DataFrame:
+        params = {
+            "composition_alpha": 0.001,
+            "stop_on_differential_nonresponse": False,
+            "confounded_arms": [],
+        }
+        return composition_tables(AnalysisInputs(frames(judgements), {}, params))["composition"]
 
     pairs, fixed = robustness_arm_pairs()
 
     balanced = crossed_judgements(lambda profile: pairs)
     confounded = crossed_judgements(fixed).with_columns(arm=pl.lit("wording"))
-    out = tmp_path / "composition.csv"
-    passed = write_composition(frames(balanced), str(out), alpha=0.001, stop=False)
+    passed = check(balanced)
     assert set(passed["arm"]) == {"primary"}
     with pytest.raises(CompositionError, match=r"^arm wording: judgements \(domain=hiring"):
-        write_composition(
-            frames(pl.concat([balanced, confounded])), str(out), alpha=0.001, stop=False
-        )
+        check(pl.concat([balanced, confounded]))

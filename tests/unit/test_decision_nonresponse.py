@@ -20,7 +20,6 @@ from cueaudit.decision.analysis.composition import ALPHA, check_analysis_subsamp
 from cueaudit.decision.analysis.contrasts import estimate_contrasts
 from cueaudit.decision.analysis.figures import plot_nonresponse
 from cueaudit.decision.analysis.frames import AnalysisFrames, frames_of
-from cueaudit.decision.analysis.outputs import write_nonresponse
 from cueaudit.decision.analysis.simulate import simulate
 from cueaudit.decision.analysis.simulation_settings import SimulationSettings
 from cueaudit.decision.design import CompositionError
@@ -29,6 +28,7 @@ from cueaudit.decision.prompts import task_answers
 from cueaudit.errors import InputError
 from cueaudit.io import write_parquet
 from cueaudit.parsing.responses import parse_responses
+from tests.helpers.decision_analyses import run_on_frames
 from tests.unit.test_decision_simulation import SMALL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,9 +135,14 @@ def test_contrasts_carry_the_flag_of_their_model_and_format_only() -> None:
 
 
 def test_the_stop_setting_turns_the_finding_into_a_stop(tmp_path: Path) -> None:
-    out = {name: str(tmp_path / f"{name}.csv") for name in ("nonresponse", "nonresponse_tests")}
+    def run(frames: AnalysisFrames, stop: bool) -> tuple[dict[str, pl.DataFrame], dict[str, str]]:
+        params = {"nonresponse_alpha": NONRESPONSE_ALPHA, "stop_on_differential_nonresponse": stop}
+        return run_on_frames(
+            "nonresponse", frames, tmp_path / "tables", params=params, files={"outcomes": []}
+        )
+
     with pytest.raises(nr.DifferentialNonresponse) as error:
-        write_nonresponse(study("m1"), [], out, alpha=NONRESPONSE_ALPHA, stop=True)
+        run(study("m1"), stop=True)
     message = str(error.value)
     assert "stop_on_differential_nonresponse" in message
     lines = message.splitlines()[1:]
@@ -146,14 +151,14 @@ def test_the_stop_setting_turns_the_finding_into_a_stop(tmp_path: Path) -> None:
         for line in lines
     )
     assert all(re.search(r"\): Black \d+\.\d% \(\d+/\d+\); ", line) for line in lines)
-    assert not any(Path(p).exists() for p in out.values())  # no partial outputs
+    assert not list((tmp_path / "tables").glob("*.csv"))  # no partial outputs
     # without it: the tables, which the contrasts rule reads back
-    tests = write_nonresponse(study("m1"), [], out, alpha=NONRESPONSE_ALPHA, stop=False)
+    tables, out = run(study("m1"), stop=False)
     read = nr.read_tests(out["nonresponse_tests"])
-    assert read.equals(tests)
+    assert read.equals(tables["nonresponse_tests"])
     assert pl.read_csv(out["nonresponse"]).columns == list(nr.NONRESPONSE_SCHEMA)
     # a study without differential non-response never stops
-    write_nonresponse(study(None), [], out, alpha=NONRESPONSE_ALPHA, stop=True)
+    run(study(None), stop=True)
 
 
 def test_reasons_come_from_the_parsers(tmp_path: Path) -> None:

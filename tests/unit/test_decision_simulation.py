@@ -20,8 +20,8 @@ from cueaudit.decision.analysis.contrasts import (
     fit_family,
 )
 from cueaudit.decision.analysis.frames import PRIMARY, SCHEMAS, check_frame, with_points
+from cueaudit.decision.analysis.inputs import pooled_with_primary
 from cueaudit.decision.analysis.instrument import position_effects, tie_rates
-from cueaudit.decision.analysis.outputs import pooled_with_primary
 from cueaudit.decision.analysis.planted import (
     PLANTED_SCHEMA,
     answer_kinds,

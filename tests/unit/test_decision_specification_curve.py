@@ -367,14 +367,19 @@ def test_the_adapter_writes_the_tables_and_the_figure_from_simulated_frames(
     }
     settings = {"contrasts": [BLACK, "female_vs_male"], "permutations": 2, "alpha": None,
                 "seed": 0}  # fmt: skip
+    registration = {"lock": str(tmp_path / "none.lock"), "files": {}, "design": {}}
     smk = _Named(
         input=_Named(frames, preregistration=str(ROOT / "config/decision/preregistration.yaml")),
         output=_Named(out),
-        params=_Named(settings=settings, lock=str(tmp_path / "none.lock"), files={}, design={}),
+        params=_Named(
+            analysis="specification_curve",
+            specification_curve=settings,
+            registration=registration,
+        ),
         log=[str(tmp_path / "log.txt")],
         threads=1,
     )
-    script = ROOT / "workflow/scripts/estimate_decision_specification_curve.py"
+    script = ROOT / "workflow/scripts/run_decision_analysis.py"
     sys.path.insert(0, str(script.parent))
     try:
         runpy.run_path(str(script), init_globals={"snakemake": smk}, run_name="__main__")

@@ -17,7 +17,6 @@ import yaml
 from cueaudit.config import validate_config
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.decision.analysis.composition import check_with_flags
-from cueaudit.decision.analysis.outputs import write_composition
 from cueaudit.decision.analysis.reasoning import PROMPT, paired_contrasts, shared_rows
 from cueaudit.decision.analysis.simulate import build_design, simulate
 from cueaudit.decision.analysis.simulation_settings import Extension, SimulationSettings
@@ -32,6 +31,7 @@ from cueaudit.decision.profiles import load_attribute_list, load_profiles
 from cueaudit.decision.prompts import build_decision_prompts, expected_counts
 from cueaudit.errors import InputError
 from cueaudit.studies import STUDIES
+from tests.helpers.decision_analyses import run_on_frames
 from tests.r.rscript import run_reference
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,20 +168,21 @@ def test_the_confounded_construction_shows_a_spurious_reversal_and_is_flagged(
 def test_a_confounded_arm_is_reported_only_when_its_design_says_so(
     wording_frames, tmp_path: Path
 ) -> None:
-    out, flags = tmp_path / "composition.csv", tmp_path / "flags.csv"
-    table = write_composition(
-        wording_frames,
-        str(out),
-        0.001,
-        stop=True,
-        flags_out=str(flags),
-        confounded_arms=["confounded"],
-    )
+    def check(confounded: list[str], stop: bool) -> tuple[pl.DataFrame, dict[str, str]]:
+        params = {
+            "composition_alpha": 0.001,
+            "stop_on_differential_nonresponse": stop,
+            "confounded_arms": confounded,
+        }
+        tables, out = run_on_frames("composition", wording_frames, tmp_path, params=params)
+        return tables["composition"], out
+
+    table, out = check(["confounded"], stop=True)
     assert not table.filter(pl.col("arm") == "confounded")["passed"].all()
-    assert pl.read_csv(flags)["arm"].unique().to_list() == ["confounded"]
+    assert pl.read_csv(out["composition_flags"])["arm"].unique().to_list() == ["confounded"]
     # the same rows, not declared confounded: the design failure stops the job
     with pytest.raises(CompositionError, match=r"arm confounded: judgements .* profile_id"):
-        write_composition(wording_frames, str(out), 0.001, stop=False)
+        check([], stop=False)
 
 
 @pytest.mark.slow

@@ -8,6 +8,9 @@ from cueaudit.decision.prompts import PRIMARY, expected_counts, tier_summary  # 
 from cueaudit.decision.prompts import expected_counts_by_cue  # noqa: E402
 from cueaudit.decision.build import design_tier_counts  # noqa: E402
 from cueaudit.decision.study import PREREGISTRATION_CHECK, REGISTERED_FILES  # noqa: E402
+from cueaudit.decision.analysis.planner import PLAN_TABLES  # noqa: E402
+from cueaudit.decision.analysis.registry import ANALYSES as DECISION_ANALYSES  # noqa: E402
+from cueaudit.decision.analysis.registry import FIGURES as DECISION_FIGURES  # noqa: E402
 
 # Written once by freeze_preregistration and never a rule output (Snakemake deletes a job's
 # outputs before it reruns it); the check beside it (PREREGISTRATION_CHECK) is what the rules
@@ -145,45 +148,11 @@ DECISION_FRAMES = {
     name: f"results/decision/frames/{name}.parquet"
     for name in ("judgements", "rankings", "probes")
 }
-# Analysis tables by the rule that writes them; every one is loaded into the database as
-# decision_<name> (the outcome summary as decision_outcome_summary: decision_outcomes is the
-# view of every outcome).
-DECISION_TABLES = {
-    "outcomes": ["outcome_summary"],
-    "composition": ["composition"],
-    "nonresponse": ["nonresponse", "nonresponse_tests"],
-    "contrasts": ["contrasts", "interactions", "placebo", "leave_one_out", "extension_contrasts"],
-    "planted": ["planted"],
-    "instrument": ["position", "ties", "recognition", "agreement"],
-}
-# The recognition probes' own checks: by the Fairness option's position, and against ties.
-DECISION_TABLES["instrument"] += ["recognition_position", "recognition_ties"]
-# The looks of a sequential top-up declared in the pre-registration.
-DECISION_TABLES["contrasts"].append("sequential")
-# The power and sample-size planner, run on the simulator before any model call.
-DECISION_TABLES["plan"] = ["plan", "plan_cost"]
-# The aid-domain replication on FairFund-Bench's stimuli, beside the published contrasts.
-DECISION_TABLES["aid_replication"] = ["aid_replication"]
-# The unbalanced cells of failed composition checks; the wording arm by paraphrase and
-# paraphrase x group; a paired arm (reasoning on) against the same model without.
-DECISION_TABLES["composition"] += ["composition_flags"]
-DECISION_TABLES["wording"] = ["wording"]
-DECISION_TABLES["reasoning_paired"] = ["reasoning_paired"]
-# The exploratory bundle types: ties and recognition by type, position against demographics.
-DECISION_TABLES["bundle_designs"] = ["recognition_ties_by_type", "position_vs_demographics"]
-# Cue types beyond name pairs: the contrasts per cue type and their convergent validity.
-DECISION_TABLES["cues"] = ["cue_contrasts", "cue_validity"]
-DECISION_FIGURES = ["forest", "planted", "position", "ties_recognition", "nonresponse"]
-# Per model, mode and paraphrase (exploratory): the contrasts, their heterogeneity, race x
-# gender cells and the mode differences of each contrast; the per-model forest.
-DECISION_TABLES["heterogeneity"] = [
-    "contrasts_by", "heterogeneity", "intersectional", "mode_differences"
-]
-DECISION_FIGURES += ["forest_by_model"]
-# The verdict across the design's own choices (exploratory): every specification of each
-# contrast of interest, and the curve's permutation tests; its figure.
-DECISION_TABLES["specification_curve"] = ["specification_curve", "specification_summary"]
-DECISION_FIGURES += ["specification_curve"]
+# Tables by the analysis that writes them (cueaudit.decision.analysis.registry), and the
+# planner's; each is loaded into the database as decision_<table>.
+DECISION_TABLES = {name: list(row.tables) for name, row in DECISION_ANALYSES.items()}
+DECISION_TABLES["plan"] = list(PLAN_TABLES)
+REPORT_DIR = Path(workflow.basedir) / "workflow/report"
 
 
 def decision_tables(rule_name):
@@ -191,12 +160,16 @@ def decision_tables(rule_name):
 
 
 def decision_table_outputs(rule_name):
-    """A rule's CSV tables (for the report, with their captions) and the Markdown copy
-    written beside each (``<name>_md``), so that a failed job leaves neither behind."""
+    """A rule's CSV tables (for the report, with their captions where workflow/report/ has
+    one) and the Markdown copy written beside each (``<name>_md``), so that a failed job
+    leaves neither behind."""
     outputs = {}
     for name, path in decision_tables(rule_name).items():
-        caption = f"../../report/decision_{name}.rst"
-        outputs[name] = report(path, caption=caption, category="Decision audit")
+        caption = f"decision_{name}.rst"
+        if (REPORT_DIR / caption).is_file():
+            outputs[name] = report(path, caption=f"../../report/{caption}", category="Decision audit")
+        else:
+            outputs[name] = report(path, category="Decision audit")
         outputs[f"{name}_md"] = path.removesuffix(".csv") + ".md"
     return outputs
 
@@ -209,8 +182,81 @@ def decision_all_tables():
     }
 
 
+def decision_figure_outputs(figure):
+    """A figure's PNG (for the report, with its caption where workflow/report/ has one) and
+    its PDF where it has one."""
+    png = f"results/figures/decision_{figure.name}.png"
+    caption = f"decision_{figure.name}_figure.rst"
+    if (REPORT_DIR / caption).is_file():
+        outputs = {"png": report(png, caption=f"../../report/{caption}", category="Decision audit")}
+    else:
+        outputs = {"png": report(png, category="Decision audit")}
+    if figure.pdf:
+        outputs["pdf"] = png.removesuffix(".png") + ".pdf"
+    return outputs
+
+
 def decision_figures():
     return {name: f"results/figures/decision_{name}.png" for name in DECISION_FIGURES}
+
+
+# What an analysis row may read by name besides the frames and other analyses' tables
+# (cueaudit.decision.analysis.registry.WORKFLOW_INPUTS), and the values it may take besides
+# paths of the decision block (DERIVED_PARAMS).
+DECISION_INPUTS = {
+    "preregistration": lambda: config["decision"]["preregistration"],
+    "registration": lambda: [PREREGISTRATION_CHECK, *decision_registered_files().values()],
+    "outcomes": lambda: all_outcome_tables(decision_task_names()),
+    "prompts": lambda: decision_prompt_tables(),
+    "published": lambda: decision_fairfund_published(),
+    "design_prompts": lambda: decision_design().get("prompts", DEFAULT_PROMPTS),
+}
+DECISION_PARAMS = {
+    "tasks": lambda: decision_task_names(),
+    "confounded_arms": lambda: decision_confounded_arms(),
+    "pooled_extensions": lambda: decision_pooled_extensions(),
+    "name_assignments": lambda: decision_name_assignments(),
+    "paired_arms": lambda: decision_paired_arms(),
+}
+
+
+def decision_analysis_inputs(analysis):
+    """The inputs of an analysis row's rule, by name."""
+    inputs = {}
+    for name in analysis.inputs:
+        if name == "frames":
+            inputs |= DECISION_FRAMES
+        elif name in DECISION_INPUTS:
+            inputs[name] = DECISION_INPUTS[name]()
+        else:
+            inputs[name] = f"results/tables/decision_{name}.csv"
+    return inputs
+
+
+def decision_config_value(path):
+    """The value at a dotted path of the decision block (defaults filled by the schema)."""
+    value = decision_config()
+    for key in path.split("."):
+        value = value[key]
+    return value
+
+
+def decision_analysis_params(analysis):
+    """The params of an analysis row's rule: its name, each config value under its last
+    path part, each derived value, and what the lock binds when it reads the registration."""
+    params = {"analysis": analysis.name}
+    for param in analysis.params:
+        name = param.rsplit(".", 1)[-1]
+        params[name] = DECISION_PARAMS[param]() if param in DECISION_PARAMS else (
+            decision_config_value(param)
+        )
+    if "registration" in analysis.inputs:
+        params["registration"] = {
+            "lock": PREREGISTRATION_LOCK,
+            "files": decision_registered_files(),
+            "design": decision_registered_design(),
+        }
+    return params
 
 
 def decision_max_new_tokens():

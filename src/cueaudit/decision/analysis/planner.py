@@ -77,6 +77,11 @@ COST_SCHEMA: Final = {
     "hours": pl.Float64(),
 }
 SOURCE: Final = "decision.plan"
+#: The planner's tables and their titles (results/tables/decision_<table>.csv + .md).
+PLAN_TABLES: Final = {
+    "plan": "Decision audit: planned power, floors and extra units",
+    "plan_cost": "Decision audit: planned requests, tokens and cost",
+}
 
 
 def planted_effects(
