@@ -7,6 +7,12 @@ from collections import Counter
 import polars as pl
 import pytest
 
+from cueaudit.decision.composition_checks import (
+    CompositionError,
+    check_composition,
+    check_design,
+    with_half,
+)
 from cueaudit.decision.design import (
     BALANCED_RACES,
     EXPLORATORY_BUNDLE_TYPES,
@@ -14,14 +20,10 @@ from cueaudit.decision.design import (
     PAPER_BUNDLE_TYPES,
     RACES,
     TITLE_WORDINGS,
-    CompositionError,
     balanced_latin_square,
     build_bundles,
     bundle_sizes,
-    check_composition,
-    check_design,
     orthogonal_latin_squares,
-    with_half,
 )
 from cueaudit.decision.formats import PROFILE_DOMAINS
 from cueaudit.decision.profiles import TIERS

@@ -31,7 +31,8 @@ from cueaudit.decision.analysis.instrument import (
     recognition_rates,
     tie_rates,
 )
-from cueaudit.decision.design import CompositionError, build_bundles
+from cueaudit.decision.composition_checks import CompositionError
+from cueaudit.decision.design import build_bundles
 from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import InputError
 from tests.unit.test_decision_design import HOBBIES, NEIGHBOURHOODS, make_pairs, make_profiles

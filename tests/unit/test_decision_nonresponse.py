@@ -22,7 +22,7 @@ from cueaudit.decision.analysis.figures import plot_nonresponse
 from cueaudit.decision.analysis.frames import AnalysisFrames, frames_of
 from cueaudit.decision.analysis.simulate import simulate
 from cueaudit.decision.analysis.simulation_settings import SimulationSettings
-from cueaudit.decision.design import CompositionError
+from cueaudit.decision.composition_checks import CompositionError
 from cueaudit.decision.preregistration import load_preregistration
 from cueaudit.decision.prompts import task_answers
 from cueaudit.errors import InputError

@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 import yaml
 
-from cueaudit.decision.design import RACES, check_composition
+from cueaudit.decision.composition_checks import check_composition
+from cueaudit.decision.design import RACES
 from cueaudit.decision.formats import (
     Candidate,
     load_prompt_resources,

@@ -26,7 +26,8 @@ from cueaudit.decision.analysis.wording import (
     reversals,
     wording_contrasts,
 )
-from cueaudit.decision.design import RACES, CompositionError
+from cueaudit.decision.composition_checks import CompositionError
+from cueaudit.decision.design import RACES
 from cueaudit.decision.profiles import load_attribute_list, load_profiles
 from cueaudit.decision.prompts import build_decision_prompts, expected_counts
 from cueaudit.errors import InputError

@@ -50,6 +50,7 @@ import polars as pl
 
 from cueaudit.decision import cues as cue_types
 from cueaudit.decision import design, probes, tiers
+from cueaudit.decision.composition_checks import check_design
 from cueaudit.decision.formats import (
     DEFAULT_PROMPTS,
     DOMAINS,
@@ -634,8 +635,8 @@ def build_decision_prompts(
     bundles (:func:`cueaudit.decision.design.build_bundles`) draw on the profiles the tier
     rule keeps (:func:`cueaudit.decision.tiers.select_profiles`; every profile of the domain
     unless ``tier_rule: smallest``) and every name pair, and must pass
-    :func:`~cueaudit.decision.design.check_design`. ``profiles_file`` names the file in an
-    error about its tiers. ``appeals`` (profile, name pair, text; the aid domain's) replace
+    :func:`~cueaudit.decision.composition_checks.check_design`. ``profiles_file`` names the file
+    in an error about its tiers. ``appeals`` (profile, name pair, text; the aid domain's) replace
     the profile text of the candidates they name.
     """
     cfg = DesignSettings.of(settings)
@@ -694,7 +695,7 @@ def build_decision_prompts(
             replicates=cfg.replicates,
             seed=cfg.seed,
         )
-        design.check_design(bundles)
+        check_design(bundles)
         chosen = probes.select_probe_bundles(bundles, cfg.probe_bundles)
         bundled = {}
         for cue in cfg.bundle_cues:

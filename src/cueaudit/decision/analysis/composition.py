@@ -1,27 +1,29 @@
 """The composition check of every subsample the analysis fits (paper §4: the robustness arm
 whose race tracked application quality).
 
-The design is balanced by construction (:func:`cueaudit.decision.design.check_design`), but
-the analysis only sees parsed answers: a parse failure that tracks race (a model that refuses
+The design is balanced by construction
+(:func:`cueaudit.decision.composition_checks.check_design`), but the analysis only sees parsed
+answers: a parse failure that tracks race (a model that refuses
 Black-named applicants more often, a tool call that breaks on long profiles shown more often
 under one name) makes the analysed subsample confounded even though the design was not. Each
 check is Pearson's chi-square test of independence
-(:func:`~cueaudit.decision.design.check_composition` with ``exact=False``):
+(:func:`~cueaudit.decision.composition_checks.check_composition` with ``exact=False``):
 
 - judgements, per domain × format: race and gender against profile and tier;
 - rankings, per domain × bundle type: the contrasts the bundle type is built to balance
-  (:data:`cueaudit.decision.design.CONTRASTS`: race against profile, tier and position;
-  placebo: pseudo-race as well; irrelevant-attribute: attribute and race against position),
-  and in disguised demographic bundles, whose rankings carry the gender contrast, gender
-  against tier and position (:data:`RANKING_CONTRASTS`; the squares balance gender against
-  tier and position, not against profile).
+  (:data:`cueaudit.decision.composition_checks.COMPOSITION_CHECKS`: race against profile,
+  tier and position; placebo: pseudo-race as well; irrelevant-attribute: attribute and race
+  against position), and in disguised demographic bundles, whose rankings carry the gender
+  contrast, gender against tier and position (:data:`RANKING_CHECKS`; the squares balance
+  gender against tier and position, not against profile).
 
 Two subsamples are tested (column ``subsample``):
 
 ``design``
     every answer row, parsed or not, pooled over models and modes: what the models were asked.
     A failure is a design that is not balanced and raises
-    :class:`~cueaudit.decision.design.CompositionError` naming the cells, which stops the job.
+    :class:`~cueaudit.decision.composition_checks.CompositionError` naming the cells, which
+    stops the job.
 ``analysed``
     the rows that enter a fit (parsed ``y``; complete rankings) within each stratum, pooled
     (as the design) and per model × mode, so that one model's or one interface's failures
@@ -56,25 +58,25 @@ import polars as pl
 
 from cueaudit.decision.analysis.frames import PRIMARY, AnalysisFrames
 from cueaudit.decision.analysis.instrument import complete_rankings
-from cueaudit.decision.cues import NAME_PAIR
-from cueaudit.decision.design import (
-    CONTRASTS,
+from cueaudit.decision.composition_checks import (
+    COMPOSITION_CHECKS,
     CompositionError,
     CompositionTest,
     check_composition,
     composition_cells,
     with_half,
 )
+from cueaudit.decision.cues import NAME_PAIR
 from cueaudit.stats.multiplicity import bh_qvalues
 
 log = logging.getLogger(__name__)
 
 ALPHA: Final = 0.001
-JUDGEMENT_CONTRASTS: Final = (("race", ("profile_id", "tier")), ("gender", ("profile_id", "tier")))
-RANKING_CONTRASTS: Final[Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
-    **CONTRASTS,
+JUDGEMENT_CHECKS: Final = (("race", ("profile_id", "tier")), ("gender", ("profile_id", "tier")))
+RANKING_CHECKS: Final[Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
+    **COMPOSITION_CHECKS,
     "disguised_demographic": (
-        *CONTRASTS["disguised_demographic"],
+        *COMPOSITION_CHECKS["disguised_demographic"],
         ("gender", ("tier", "position")),
     ),
 }
@@ -168,19 +170,17 @@ def _cells(test: CompositionTest, stratum: pl.DataFrame, by: Sequence[str], alph
 def _subsamples(
     part: AnalysisFrames, prefix: str
 ) -> list[tuple[str, pl.DataFrame, pl.DataFrame, str, Any]]:
-    """(name, every row, analysed rows, stratum column, contrasts) of each checked subsample."""
+    """(name, every row, analysed rows, stratum column, checks) of each checked subsample."""
     found: list[tuple[str, pl.DataFrame, pl.DataFrame, str, Any]] = []
     if not part.judgements.is_empty():
         judged = part.judgements.filter(pl.col("y").is_not_null())
-        found.append(
-            (f"{prefix}judgements", part.judgements, judged, "format", JUDGEMENT_CONTRASTS)
-        )
+        found.append((f"{prefix}judgements", part.judgements, judged, "format", JUDGEMENT_CHECKS))
     ranked = with_half(complete_rankings(part.rankings))
-    for kind, contrasts in RANKING_CONTRASTS.items():
+    for kind, checks in RANKING_CHECKS.items():
         rows = with_half(part.rankings.filter(pl.col("bundle_type") == kind))
         if not rows.is_empty():
             analysed = ranked.filter(pl.col("bundle_type") == kind)
-            found.append((f"{prefix}rankings {kind}", rows, analysed, "bundle_type", contrasts))
+            found.append((f"{prefix}rankings {kind}", rows, analysed, "bundle_type", checks))
     return found
 
 
@@ -197,8 +197,8 @@ def check_analysis_subsamples(
     """COMPOSITION table: one row per test of the design and of every analysed subsample of
     ``arm`` (see the module docstring).
 
-    Raises :class:`~cueaudit.decision.design.CompositionError` at the first failed design
-    test, and with ``stop`` at the most significant failed analysed test, its message naming
+    Raises :class:`~cueaudit.decision.composition_checks.CompositionError` at the first failed
+    design test, and with ``stop`` at the most significant failed analysed test, its message naming
     the arm, model, mode and cells. An arm confounded by construction is checked by
     :func:`check_with_flags`."""
     return check_with_flags(frames, arm=arm, alpha=alpha, stop=stop)[0]

@@ -67,8 +67,8 @@ from cueaudit.decision.analysis.design_matrix import (
 from cueaudit.decision.analysis.fitters import estimators_for, fit_design
 from cueaudit.decision.analysis.frames import PRIMARY, AnalysisFrames
 from cueaudit.decision.analysis.verdicts import estimate_fields
+from cueaudit.decision.composition_checks import CompositionError
 from cueaudit.decision.cues import CUE_GENDERS, CUE_RACES, NAME_PAIR
-from cueaudit.decision.design import CompositionError
 from cueaudit.decision.preregistration import Preregistration
 from cueaudit.stats.correlation import OK, TOO_FEW, fisher_ci, fisher_z_mean, pairwise_pearson
 
