@@ -134,8 +134,8 @@ def workflow_config() -> dict[str, Any]:
 
 def task_answers(config: dict[str, Any]) -> dict[str, tuple[Any, int]]:
     """Each task's answer spec and token limit, as the workflow's inference jobs get them."""
-    from cueaudit.decision.prompts import max_new_tokens
     from cueaudit.decision.prompts import task_answers as decision_answers
+    from cueaudit.decision.tasks import max_new_tokens
     from cueaudit.parsing import answer_spec
     from cueaudit.parsing.text import RACE_LABELS
 

@@ -5,7 +5,7 @@ Cases by category (34):
 - the decision prompts file (``cueaudit.decision.formats.load_prompt_resources``): 8
 - the pre-registration (``cueaudit.decision.preregistration``, through ``freeze`` into
   ``results/``: a malformed file is never locked): 11
-- decision design settings (``cueaudit.decision.prompts.DesignSettings.of``): 8
+- decision design settings (``cueaudit.decision.design_settings.DesignSettings.of``): 8
 - bundle sizes (``cueaudit.decision.design.bundle_sizes``): 4
 - config (``cueaudit.config.validate_config``; its messages are being reworded elsewhere,
   so these cases check the key and the file-free source only): 3
@@ -22,9 +22,9 @@ import yaml
 
 from cueaudit.config import validate_config
 from cueaudit.decision.design import bundle_sizes
+from cueaudit.decision.design_settings import DesignSettings
 from cueaudit.decision.formats import load_prompt_resources
 from cueaudit.decision.preregistration import freeze
-from cueaudit.decision.prompts import DesignSettings
 from cueaudit.errors import InputError
 from cueaudit.studies import STUDIES
 from tests.bad_inputs.battery import ROOT, Case, Where, params, run_case

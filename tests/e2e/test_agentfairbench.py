@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 import yaml
 
+from cueaudit.decision.design_settings import expected_counts
 from cueaudit.decision.profiles import tier_counts
-from cueaudit.decision.prompts import expected_counts
 from cueaudit.decision.tiers import profile_tier_counts
 from tests.conftest import ROOT, SnakemakeRunner, write_config
 from tests.e2e.test_decision import FAIRFUND, decision_config, paper_config

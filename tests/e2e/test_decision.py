@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 import yaml
 
-from cueaudit.decision.prompts import expected_counts
+from cueaudit.decision.design_settings import expected_counts
 from tests.conftest import ROOT, SnakemakeRunner, assert_join_keys_unique, tiny_config, write_config
 from tests.helpers.inference import llama_openai_config, llama_server, llama_server_available
 

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from cueaudit.cues.name_pairs import load_name_pairs
-from cueaudit.decision.prompts import expected_counts
+from cueaudit.decision.design_settings import expected_counts
 from tests.conftest import ROOT, SnakemakeRunner, write_config
 from tests.e2e.test_decision import decision_config
 

@@ -23,8 +23,9 @@ from cueaudit.decision.analysis.simulation_settings import (
 )
 from cueaudit.decision.build import write_decision_prompts
 from cueaudit.decision.design import EXPLORATORY_BUNDLE_TYPES
+from cueaudit.decision.design_settings import DesignSettings
 from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS
-from cueaudit.decision.prompts import PRIMARY, DesignSettings, arm_task
+from cueaudit.decision.tasks import PRIMARY, arm_task
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests/fixtures/decision_prompt_digests.json"

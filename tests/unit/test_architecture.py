@@ -175,7 +175,7 @@ def _enum(schema: dict, *path: str) -> list[str]:
 def test_the_schema_enumerates_what_the_registries_hold() -> None:
     from cueaudit.cues import REGISTRY as CUE_TYPES
     from cueaudit.decision.formats import DOMAINS
-    from cueaudit.decision.prompts import TASKS
+    from cueaudit.decision.tasks import TASKS
     from cueaudit.inference.backends import BACKENDS
     from cueaudit.parsing.kinds import KINDS
 

@@ -23,6 +23,7 @@ from cueaudit.decision.analysis.replication import (
 from cueaudit.decision.analysis.simulate import simulate
 from cueaudit.decision.analysis.simulation_settings import SimulationSettings
 from cueaudit.decision.build import write_decision_prompts
+from cueaudit.decision.design_settings import expected_counts
 from cueaudit.decision.formats import AID_DOMAIN
 from cueaudit.decision.profiles import (
     FAIRFUND_VALUES,
@@ -30,7 +31,7 @@ from cueaudit.decision.profiles import (
     load_fairfund_stimuli,
     load_profiles,
 )
-from cueaudit.decision.prompts import build_decision_prompts, expected_counts
+from cueaudit.decision.prompts import build_decision_prompts
 from cueaudit.errors import InputError
 from tests.conftest import ROOT
 from tests.helpers.fairfund_stimuli import NAME_PAIRS, write_stimuli

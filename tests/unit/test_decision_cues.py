@@ -37,6 +37,11 @@ from cueaudit.decision.cues import (
     cue_resources,
     translate_appeals,
 )
+from cueaudit.decision.design_settings import (
+    DesignSettings,
+    expected_counts,
+    expected_counts_by_cue,
+)
 from cueaudit.decision.formats import (
     AID_DOMAIN,
     Candidate,
@@ -44,12 +49,7 @@ from cueaudit.decision.formats import (
     render_single,
 )
 from cueaudit.decision.profiles import load_attribute_list, load_profiles
-from cueaudit.decision.prompts import (
-    DesignSettings,
-    build_decision_prompts,
-    expected_counts,
-    expected_counts_by_cue,
-)
+from cueaudit.decision.prompts import build_decision_prompts
 from cueaudit.decision.study import STUDY
 from cueaudit.errors import InputError
 from cueaudit.stats.correlation import fisher_z_mean

@@ -11,6 +11,7 @@ import yaml
 
 from cueaudit.decision.composition_checks import check_composition
 from cueaudit.decision.design import RACES
+from cueaudit.decision.design_settings import expected_counts
 from cueaudit.decision.formats import (
     Candidate,
     load_prompt_resources,
@@ -23,12 +24,11 @@ from cueaudit.decision.prompts import (
     PROBE_PROMPT_SCHEMA,
     RANK_PROMPT_SCHEMA,
     SINGLE_PROMPT_SCHEMA,
-    TASKS,
     build_decision_prompts,
-    expected_counts,
     explode_candidates,
     task_answers,
 )
+from cueaudit.decision.tasks import TASKS
 from cueaudit.errors import InputError
 from cueaudit.parsing import answer_spec, get_kind
 from tests.unit.test_decision_design import HOBBIES, NEIGHBOURHOODS, make_pairs, make_profiles

@@ -14,6 +14,7 @@ import yaml
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.decision import build as decision_build
 from cueaudit.decision.build import write_decision_prompts
+from cueaudit.decision.design_settings import DesignSettings, expected_counts
 from cueaudit.decision.profiles import (
     AFB_SUFFIX,
     TIERS,
@@ -21,12 +22,7 @@ from cueaudit.decision.profiles import (
     load_profiles,
     tier_counts,
 )
-from cueaudit.decision.prompts import (
-    DesignSettings,
-    build_decision_prompts,
-    expected_counts,
-    explode_candidates,
-)
+from cueaudit.decision.prompts import build_decision_prompts, explode_candidates
 from cueaudit.decision.tiers import (
     bundled_per_tier,
     crossed_per_tier,

@@ -28,8 +28,9 @@ from cueaudit.decision.analysis.wording import (
 )
 from cueaudit.decision.composition_checks import CompositionError
 from cueaudit.decision.design import RACES
+from cueaudit.decision.design_settings import expected_counts
 from cueaudit.decision.profiles import load_attribute_list, load_profiles
-from cueaudit.decision.prompts import build_decision_prompts, expected_counts
+from cueaudit.decision.prompts import build_decision_prompts
 from cueaudit.errors import InputError
 from cueaudit.studies import STUDIES
 from tests.helpers.decision_analyses import run_on_frames

@@ -46,7 +46,11 @@ def test_every_dry_run_has_its_config_and_every_file_parses() -> None:
         if kind == "dry-run":
             run = parse_dry_run(body)
             assert run.command[:2] == ["--configfile", name] and "-n" in run.command
-            inference = {"generate_responses", "generate_api_responses"} & set(run.jobs)
+            inference = {
+                "generate_responses",
+                "generate_seed_responses",
+                "generate_api_responses",
+            } & set(run.jobs)
             assert inference and "prepare_model" in run.jobs, name
         elif name.endswith(".yaml"):
             config = yaml.safe_load(body)

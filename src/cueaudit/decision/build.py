@@ -2,7 +2,7 @@
 
 Every profile passes the demographic-signal check against the configured name pairs before
 any table is written, and every table's row count must equal the design's expected count, per
-cue type (:func:`cueaudit.decision.prompts.expected_counts_by_cue`). A design with the aid
+cue type (:func:`cueaudit.decision.design_settings.expected_counts_by_cue`). A design with the aid
 domain adds FairFund-Bench's appeals (:mod:`cueaudit.decision.aid`), read from
 ``fairfund_stimuli_path``; they hold their names by construction and are not checked. A design
 with the ``first_name`` cue reads its names from ``first_names_path`` (and the profiles must
@@ -22,6 +22,7 @@ import polars as pl
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.decision import cues as cue_types
 from cueaudit.decision.aid import with_aid
+from cueaudit.decision.design_settings import DesignSettings, expected_counts_by_cue
 from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, load_prompt_resources
 from cueaudit.decision.profiles import (
     check_attribute_list,
@@ -30,12 +31,8 @@ from cueaudit.decision.profiles import (
     load_profiles,
     tier_counts,
 )
-from cueaudit.decision.prompts import (
-    DesignSettings,
-    arm_task,
-    build_decision_prompts,
-    expected_counts_by_cue,
-)
+from cueaudit.decision.prompts import build_decision_prompts
+from cueaudit.decision.tasks import arm_task
 from cueaudit.errors import InputError
 from cueaudit.io import write_parquet
 

@@ -8,15 +8,15 @@ from typing import Any, Final
 
 from cueaudit.config import unknown_models
 from cueaudit.decision import cues as cue_types
+from cueaudit.decision.design_settings import DesignSettings
 from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, PROFILE_DOMAINS
-from cueaudit.decision.prompts import (
+from cueaudit.decision.prompts import task_answers
+from cueaudit.decision.tasks import (
     MAX_NEW_TOKENS,
     NAME_ASSIGNMENTS,
     PRIMARY,
-    DesignSettings,
     arm_task,
     max_new_tokens,
-    task_answers,
 )
 from cueaudit.decision.views import PARSE_RATES, database_views
 from cueaudit.errors import InputError

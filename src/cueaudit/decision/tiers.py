@@ -3,8 +3,8 @@
 A profile file need not have as many profiles in each tier: AgentFairBench's public split
 has 4 / 5 / 3 (hiring), 5 / 5 / 2 (lending) and 4 / 5 / 3 (triage) clear-yes / borderline /
 clear-no profiles. The rule says what the design does with that, and the expected row counts
-(:func:`cueaudit.decision.prompts.expected_counts`) follow it from the file's tier counts, so
-the tables built always have the counts printed before the run:
+(:func:`cueaudit.decision.design_settings.expected_counts`) follow it from the file's tier
+counts, so the tables built always have the counts printed before the run:
 
 ``equal`` (default)
     Rate and Decide cross ``profiles_per_tier`` profiles of each tier (the first by id); a

@@ -4,8 +4,9 @@
 from cueaudit.decision import study as decision_study  # noqa: E402
 from cueaudit.decision.formats import DEFAULT_PROMPTS  # noqa: E402
 from cueaudit.decision.preregistration import load_preregistration  # noqa: E402
-from cueaudit.decision.prompts import PRIMARY, expected_counts, tier_summary  # noqa: E402
-from cueaudit.decision.prompts import expected_counts_by_cue  # noqa: E402
+from cueaudit.decision.tasks import PRIMARY  # noqa: E402
+from cueaudit.decision.design_settings import expected_counts, tier_summary  # noqa: E402
+from cueaudit.decision.design_settings import expected_counts_by_cue  # noqa: E402
 from cueaudit.decision.build import design_tier_counts  # noqa: E402
 from cueaudit.decision.study import PREREGISTRATION_CHECK, REGISTERED_FILES  # noqa: E402
 from cueaudit.decision.analysis.planner import PLAN_TABLES  # noqa: E402

@@ -46,7 +46,7 @@ import polars as pl
 from cueaudit.decision.cues import CUE_TYPES, NAME_PAIR
 from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.decision.probes import FAIRNESS_OPTION
-from cueaudit.decision.prompts import PRIMARY
+from cueaudit.decision.tasks import PRIMARY
 from cueaudit.errors import InputError
 
 #: The probe labels that count as recognising an audit (forced choice, free text).

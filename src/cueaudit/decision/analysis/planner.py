@@ -38,8 +38,9 @@ from cueaudit.decision.analysis.fitters import FAMILY_ESTIMATOR
 from cueaudit.decision.analysis.frames import PRIMARY
 from cueaudit.decision.analysis.simulate import build_design, simulate
 from cueaudit.decision.analysis.simulation_settings import SimulationSettings
+from cueaudit.decision.design_settings import DesignSettings
 from cueaudit.decision.preregistration import Preregistration
-from cueaudit.decision.prompts import DesignSettings, arm_task
+from cueaudit.decision.tasks import arm_task
 from cueaudit.errors import InputError
 from cueaudit.prompts import scan_prompts
 

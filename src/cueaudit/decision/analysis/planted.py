@@ -78,7 +78,8 @@ from cueaudit.decision.analysis.simulate import rank_lapse_needed, simulate_like
 from cueaudit.decision.analysis.simulation_settings import SimulationSettings
 from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.decision.preregistration import PlannedContrast, Preregistration
-from cueaudit.decision.prompts import task_answers, task_spec
+from cueaudit.decision.prompts import task_answers
+from cueaudit.decision.tasks import task_spec
 from cueaudit.errors import InputError
 from cueaudit.parsing.kinds import OutcomeKind, get_kind
 from cueaudit.parsing.responses import parse_responses

@@ -39,7 +39,7 @@ from cueaudit.decision.analysis.fitters import fit_design
 from cueaudit.decision.analysis.frames import PRIMARY, AnalysisFrames
 from cueaudit.decision.analysis.verdicts import estimate_fields
 from cueaudit.decision.analysis.wording import ESTIMATE_SCHEMA, FORMATS
-from cueaudit.decision.prompts import ARM_SEPARATOR
+from cueaudit.decision.tasks import ARM_SEPARATOR
 
 FACTOR: Final = "reasoning"
 OFF, ON = "off", "on"

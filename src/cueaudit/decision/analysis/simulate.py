@@ -120,11 +120,8 @@ from cueaudit.decision.cues import CUE_TYPES, cue_resources, is_cue_signal
 from cueaudit.decision.design import BUNDLE_SIZE, RACES
 from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
 from cueaudit.decision.profiles import load_attribute_list, load_profiles
-from cueaudit.decision.prompts import (
-    build_decision_prompts,
-    explode_candidates,
-    task_spec,
-)
+from cueaudit.decision.prompts import build_decision_prompts, explode_candidates
+from cueaudit.decision.tasks import task_spec
 from cueaudit.errors import InputError
 
 _DESIGN_COLUMNS: Final = ("prompt_uid", "task", "arm", "cue", "domain", "mode", "paraphrase")

@@ -20,9 +20,9 @@ from cueaudit.decision.analysis.frames import POINTS_RULES, PRIMARY
 from cueaudit.decision.build import design_tier_counts
 from cueaudit.decision.cues import CUE_TYPES, DEFAULT_FIRST_NAMES
 from cueaudit.decision.design import BUNDLE_TYPES, GENDERS, RACES
+from cueaudit.decision.design_settings import expected_counts
 from cueaudit.decision.formats import MODES
 from cueaudit.decision.profiles import TIERS
-from cueaudit.decision.prompts import expected_counts
 from cueaudit.errors import InputError
 
 SOURCE: Final = "simulation settings"
@@ -95,8 +95,9 @@ def _mapping(value: Any, key: str) -> dict[Any, Any]:
 
 @dataclass(frozen=True)
 class SimulationSettings:
-    """The design (prompt-table settings: see :meth:`cueaudit.decision.prompts.DesignSettings.of`),
-    who answers it, and the generative model (see :mod:`~cueaudit.decision.analysis.simulate`).
+    """The design (prompt-table settings: see
+    :meth:`cueaudit.decision.design_settings.DesignSettings.of`), who answers it, and the
+    generative model (see :mod:`~cueaudit.decision.analysis.simulate`).
 
     ``planted`` maps ``(domain, format, contrast)`` (a contrast named as the
     pre-registration's, ``"black_vs_white"``, ``"female_vs_male"``: focal vs the reference

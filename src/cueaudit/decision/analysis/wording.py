@@ -40,7 +40,7 @@ from cueaudit.decision.analysis.design_matrix import (
 from cueaudit.decision.analysis.fitters import CellFit, fit_design
 from cueaudit.decision.analysis.frames import PRIMARY, AnalysisFrames
 from cueaudit.decision.analysis.verdicts import estimate_fields
-from cueaudit.decision.prompts import NAME_ASSIGNMENTS
+from cueaudit.decision.tasks import NAME_ASSIGNMENTS
 
 FORMATS: Final = ("rate", "decide", "rank")
 BY_PARAPHRASE: Final = "by paraphrase"

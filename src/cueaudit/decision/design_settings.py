@@ -1,0 +1,203 @@
+"""The settings a decision design's prompt tables are built from (:class:`DesignSettings`,
+read from ``decision.design`` and an extension's own keys), and the rows each task's table
+will have, known before any table is built (:func:`expected_counts`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cueaudit.decision import cues as cue_types
+from cueaudit.decision import design, tiers
+from cueaudit.decision.formats import DEFAULT_PROMPTS, DOMAINS, PROFILE_DOMAINS
+from cueaudit.decision.tasks import NAME_ASSIGNMENTS, TASKS
+from cueaudit.errors import InputError
+
+
+def _integer(settings: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
+    value = settings.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError("decision settings", f"an integer of at least {minimum}", key)
+    return value
+
+
+def _choices(
+    settings: Mapping[str, Any], key: str, known: Sequence[str], default: Sequence[str] = ()
+) -> tuple[str, ...]:
+    value = settings.get(key, list(default or known))
+    if not isinstance(value, list | tuple) or not value:
+        raise InputError("decision settings", f"a non-empty list of: {', '.join(known)}", key)
+    unknown = [v for v in value if v not in known]
+    if unknown:
+        raise InputError("decision settings", f"unknown {unknown[0]!r} (known: {known})", key)
+    return tuple(dict.fromkeys(value))
+
+
+def _choice(settings: Mapping[str, Any], key: str, known: Sequence[str]) -> str:
+    value = settings.get(key, known[0])
+    if value not in known:
+        raise InputError("decision settings", f"one of {', '.join(known)}, got {value!r}", key)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class DesignSettings:
+    """The settings the prompt tables are built from (see :meth:`of` for the keys)."""
+
+    prompts: str = DEFAULT_PROMPTS
+    seed: int = 0
+    domains: tuple[str, ...] = PROFILE_DOMAINS
+    tasks: tuple[str, ...] = tuple(TASKS)
+    paraphrases: int = 2
+    profiles_per_tier: int = 4
+    names_per_cell: int = 5
+    bundles_per_type: Mapping[str, int] = field(default_factory=lambda: design.bundle_sizes(24))
+    replicates: int = 1
+    probe_bundles: int = 24
+    tier_rule: str = tiers.DEFAULT_TIER_RULE
+    name_assignment: str = NAME_ASSIGNMENTS[0]
+    cues: tuple[str, ...] = cue_types.DEFAULT_CUES
+
+    @property
+    def crosses_profiles(self) -> bool:
+        """Whether the design has a Rate or Decide task (profiles crossed with names)."""
+        return any(TASKS[t].format in ("rate", "decide") for t in self.tasks)
+
+    @property
+    def bundle_cues(self) -> tuple[str, ...]:
+        """The listed cue types that fill the ranking bundles and probes (four races)."""
+        return tuple(c for c in self.cues if c in cue_types.BUNDLE_CUES)
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> DesignSettings:
+        """Read the keys ``prompts, seed, domains, tasks, paraphrases, profiles_per_tier,
+        names_per_cell, bundles_per_type (an int or one per bundle type), replicates,
+        probe_bundles, tier_rule`` (:mod:`cueaudit.decision.tiers`), ``name_assignment``,
+        ``cues`` (:mod:`cueaudit.decision.cues`); other keys are ignored (they belong to other
+        parts of the study)."""
+        prompts = settings.get("prompts", DEFAULT_PROMPTS)
+        if not isinstance(prompts, str) or not prompts:
+            raise InputError("decision settings", "a path", "prompts")
+        return _checked_cues(
+            cls(
+                prompts=prompts,
+                seed=_integer(settings, "seed", 0, 0),
+                domains=_choices(settings, "domains", DOMAINS, PROFILE_DOMAINS),
+                tasks=_choices(settings, "tasks", tuple(TASKS)),
+                paraphrases=_integer(settings, "paraphrases", 2, 1),
+                profiles_per_tier=_integer(settings, "profiles_per_tier", 4, 1),
+                names_per_cell=_integer(settings, "names_per_cell", 5, 1),
+                bundles_per_type=design.bundle_sizes(settings.get("bundles_per_type", 24)),
+                replicates=_integer(settings, "replicates", 1, 1),
+                probe_bundles=_integer(settings, "probe_bundles", 24, 0),
+                tier_rule=tiers.check_tier_rule(settings.get("tier_rule", tiers.DEFAULT_TIER_RULE)),
+                name_assignment=_choice(settings, "name_assignment", NAME_ASSIGNMENTS),
+                cues=cue_types.check_cues(settings.get("cues", list(cue_types.DEFAULT_CUES))),
+            )
+        )
+
+    def probed(self, bundle_type: str) -> int:
+        return min(self.probe_bundles, self.bundles_per_type[bundle_type])
+
+
+def _checked_cues(cfg: DesignSettings) -> DesignSettings:
+    """Refuse a cue type the design cannot show: dialect outside first-person domains, a
+    ranking or probe task without a four-race cue type, another cue beside the confounded
+    construction (which deals out name pairs)."""
+    if cue_types.DIALECT in cfg.cues:
+        other = [d for d in cfg.domains if d not in cue_types.FIRST_PERSON_DOMAINS]
+        if other:
+            raise InputError(
+                "decision settings",
+                f"the dialect cue shows a candidate's own words in AAVE: only domains with "
+                f"first-person text ({', '.join(cue_types.FIRST_PERSON_DOMAINS)}) have them, "
+                f"not {', '.join(other)}",
+                "cues",
+            )
+    bundled = [t for t in cfg.tasks if TASKS[t].format in ("rank", "probe")]
+    if bundled and not cfg.bundle_cues:
+        raise InputError(
+            "decision settings",
+            f"{bundled[0]} shows four-race bundles, and cues {list(cfg.cues)} signal two races: "
+            f"add one of {', '.join(cue_types.BUNDLE_CUES)} or drop the ranking and probe tasks",
+            "cues",
+        )
+    if cfg.name_assignment != NAME_ASSIGNMENTS[0] and cfg.cues != cue_types.DEFAULT_CUES:
+        raise InputError(
+            "decision settings",
+            f"name_assignment {cfg.name_assignment} deals out name pairs: it runs with cues "
+            f"[{cue_types.NAME_PAIR}] only, not {list(cfg.cues)}",
+            "cues",
+        )
+    return cfg
+
+
+def expected_counts(
+    settings: Mapping[str, Any],
+    tier_counts: tiers.TierCounts | None = None,
+    *,
+    profiles_file: str = "profiles",
+) -> dict[str, int]:
+    """The number of rows each task's table has in the design the settings describe, on a
+    profile file (``profiles_file``, named in errors) with ``tier_counts`` profiles per domain
+    and tier (:func:`cueaudit.decision.profiles.tier_counts`; default: ``profiles_per_tier``
+    in every tier), under the design's ``tier_rule`` (:mod:`cueaudit.decision.tiers`): the sum
+    over its cue types of :func:`expected_counts_by_cue`."""
+    by_cue = expected_counts_by_cue(settings, tier_counts, profiles_file=profiles_file)
+    tasks = DesignSettings.of(settings).tasks
+    return {task: sum(counts[task] for counts in by_cue.values()) for task in tasks}
+
+
+def expected_counts_by_cue(
+    settings: Mapping[str, Any],
+    tier_counts: tiers.TierCounts | None = None,
+    *,
+    profiles_file: str = "profiles",
+) -> dict[str, dict[str, int]]:
+    """Cue type -> the rows each task's table has of that cue type (see
+    :func:`expected_counts`): Rate and Decide, every crossed profile under each signal of the
+    cue (:func:`cueaudit.decision.cues.signals_per_profile`); rankings and probes, every
+    bundle once per cue type that fills the four-race bundles, none for the others."""
+    cfg = DesignSettings.of(settings)
+    if tier_counts is None:
+        tier_counts = tiers.nominal_tier_counts(cfg.domains, cfg.profiles_per_tier)
+    per_tier = tiers.crossed_per_tier(
+        tier_counts,
+        domains=cfg.domains,
+        rule=cfg.tier_rule,
+        profiles_per_tier=cfg.profiles_per_tier,
+        source=profiles_file,
+        crossing=cfg.crosses_profiles,
+    )
+    profiles = sum(n for counts in per_tier.values() for n in counts.values())
+    per_domain = len(cfg.domains) * cfg.replicates
+    bundles = per_domain * sum(cfg.bundles_per_type.values())
+    probed = per_domain * sum(cfg.probed(t) for t in design.BUNDLE_TYPES)
+    counts = {}
+    for cue in cfg.cues:
+        crossed = profiles * cue_types.signals_per_profile(cue, cfg.names_per_cell)
+        if cfg.name_assignment == "fixed_per_profile":  # one race's pairs per profile
+            crossed //= len(design.RACES)
+        filled = cue in cue_types.BUNDLE_CUES
+        rows = {
+            "rate": crossed,
+            "decide": crossed,
+            "rank": bundles if filled else 0,
+            "probe": probed if filled else 0,
+        }
+        counts[cue] = {task: rows[TASKS[task].format] * cfg.paraphrases for task in cfg.tasks}
+    return counts
+
+
+def tier_summary(settings: Mapping[str, Any], tier_counts: tiers.TierCounts) -> str:
+    """The profiles per tier the design uses on a file of ``tier_counts``
+    (:func:`cueaudit.decision.tiers.describe_tiers`), printed with the expected counts."""
+    cfg = DesignSettings.of(settings)
+    return tiers.describe_tiers(
+        tier_counts,
+        domains=cfg.domains,
+        rule=cfg.tier_rule,
+        profiles_per_tier=cfg.profiles_per_tier,
+        crossing=cfg.crosses_profiles,
+    )
