@@ -20,7 +20,7 @@ from cueaudit.cues.explicit import explicit_descriptors, race_gender_descriptor
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.cues.names import load_name_list
 from cueaudit.decision.aid import NAME_PLACEHOLDER, neutral_appeal, with_aid
-from cueaudit.decision.analysis.cues import (
+from cueaudit.decision.analysis.cue_contrasts import (
     ALL_MODELS,
     CUE_CONTRASTS_SCHEMA,
     CUE_VALIDITY_SCHEMA,
@@ -32,7 +32,7 @@ from cueaudit.decision.analysis.design_matrix import default_contrasts
 from cueaudit.decision.analysis.frames import SCHEMAS, AnalysisFrames
 from cueaudit.decision.analysis.simulate import build_design, simulate
 from cueaudit.decision.analysis.simulation_settings import Extension, SimulationSettings
-from cueaudit.decision.cues import (
+from cueaudit.decision.cue_signals import (
     CueResources,
     cue_resources,
     translate_appeals,

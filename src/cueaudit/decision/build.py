@@ -7,7 +7,7 @@ domain adds FairFund-Bench's appeals (:mod:`cueaudit.decision.aid`), read from
 ``fairfund_stimuli_path``; they hold their names by construction and are not checked. A design
 with the ``first_name`` cue reads its names from ``first_names_path`` (and the profiles must
 hold none of the names drawn); one with the ``dialect`` cue translates the aid appeals with the
-translator of ``dialect`` (:mod:`cueaudit.decision.cues`).
+translator of ``dialect`` (:mod:`cueaudit.decision.cue_signals`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from cueaudit.cues.name_pairs import load_name_pairs
-from cueaudit.decision import cues as cue_types
+from cueaudit.decision import cue_signals as cue_types
 from cueaudit.decision.aid import with_aid
 from cueaudit.decision.design_settings import DesignSettings, expected_counts_by_cue
 from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, load_prompt_resources

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cueaudit.decision import cues as cue_types
+from cueaudit.decision import cue_signals as cue_types
 from cueaudit.decision import design, tiers
 from cueaudit.decision.formats import DEFAULT_PROMPTS, DOMAINS, PROFILE_DOMAINS
 from cueaudit.decision.tasks import NAME_ASSIGNMENTS, TASKS
@@ -74,8 +74,8 @@ class DesignSettings:
         """Read the keys ``prompts, seed, domains, tasks, paraphrases, profiles_per_tier,
         names_per_cell, bundles_per_type (an int or one per bundle type), replicates,
         probe_bundles, tier_rule`` (:mod:`cueaudit.decision.tiers`), ``name_assignment``,
-        ``cues`` (:mod:`cueaudit.decision.cues`); other keys are ignored (they belong to other
-        parts of the study)."""
+        ``cues`` (:mod:`cueaudit.decision.cue_signals`); other keys are ignored (they belong to
+        other parts of the study)."""
         prompts = settings.get("prompts", DEFAULT_PROMPTS)
         if not isinstance(prompts, str) or not prompts:
             raise InputError("decision settings", "a path", "prompts")
@@ -157,7 +157,7 @@ def expected_counts_by_cue(
 ) -> dict[str, dict[str, int]]:
     """Cue type -> the rows each task's table has of that cue type (see
     :func:`expected_counts`): Rate and Decide, every crossed profile under each signal of the
-    cue (:func:`cueaudit.decision.cues.signals_per_profile`); rankings and probes, every
+    cue (:func:`cueaudit.decision.cue_signals.signals_per_profile`); rankings and probes, every
     bundle once per cue type that fills the four-race bundles, none for the others."""
     cfg = DesignSettings.of(settings)
     if tier_counts is None:

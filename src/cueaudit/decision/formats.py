@@ -9,7 +9,7 @@ blocks headed "Candidate A" ... "Candidate D" in the order given. A domain marke
 ``name_in_text`` (the aid domain: FairFund-Bench's first-person appeals, which hold the name)
 shows the text alone. The instruction is chosen by format, paraphrase id and domain, the
 answer line by format and mode (text, json, tool). A candidate shown under a cue other than a
-name pair (:mod:`cueaudit.decision.cues`) has a first name in the name line, or no name: the
+name pair (:mod:`cueaudit.decision.cue_signals`) has a first name in the name line, or no name: the
 file's ``cue_lines`` give the line in its place (``unnamed_line``) and the explicit statement
 (``explicit_line``, "The applicant is a Black female.").
 

@@ -32,8 +32,8 @@ Ids: a single-profile prompt's uid hashes its task, domain, paraphrase, profile 
 pair, so adding a profile or a name only adds rows; a bundle prompt's uid hashes its task,
 paraphrase and bundle id, and the bundle id hashes the bundle's content.
 
-Cue types (``cues``, :mod:`cueaudit.decision.cues`): every table has a ``cue`` column, and each
-listed cue type adds its own rows to Rate and Decide (every crossed profile under each of its
+Cue types (``cues``, :mod:`cueaudit.decision.cue_signals`): every table has a ``cue`` column, and
+each listed cue type adds its own rows to Rate and Decide (every crossed profile under each of its
 signals) and, if it signals four races, to the ranking and probe tables (every design bundle
 under its signals, the bundle id unchanged). A row of a cue type other than ``name_pair``
 hashes the cue into its uid as well; the default, ``[name_pair]``, builds exactly the tables
@@ -47,7 +47,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from cueaudit.decision import cues as cue_types
+from cueaudit.decision import cue_signals as cue_types
 from cueaudit.decision import design, probes, tiers
 from cueaudit.decision.composition_checks import check_design
 from cueaudit.decision.design_settings import DesignSettings
@@ -276,7 +276,7 @@ def _wide_bundles(
     bundles: pl.DataFrame, profiles: pl.DataFrame, appeals: pl.DataFrame | None = None
 ) -> list[dict[str, Any]]:
     """One dict per bundle, per-candidate values as lists in position order (``bundles``
-    shown under one cue type: :func:`cueaudit.decision.cues.bundle_signals`)."""
+    shown under one cue type: :func:`cueaudit.decision.cue_signals.bundle_signals`)."""
     shown = bundles.sort("bundle_id", "position").join(
         profiles.select("profile_id", "title", "text"), on="profile_id", how="left"
     )
@@ -373,8 +373,8 @@ def build_decision_prompts(
     """The prompt table of each task in ``settings["tasks"]`` (all of :data:`TASKS` by
     default), in that order, keyed by the arm's task names (:func:`arm_task`). An extension
     arm's prompts get their own ids, so its rows never mix with the primary design's. Each cue
-    type of ``settings["cues"]`` adds its rows (:mod:`cueaudit.decision.cues`; the first names
-    and dialect translations it needs are ``cue_resources``).
+    type of ``settings["cues"]`` adds its rows (:mod:`cueaudit.decision.cue_signals`; the first
+    names and dialect translations it needs are ``cue_resources``).
 
     Rate and Decide cross the chosen profiles and name pairs (:class:`DesignSettings`);
     bundles (:func:`cueaudit.decision.design.build_bundles`) draw on the profiles the tier

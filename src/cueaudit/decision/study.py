@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from cueaudit.config import unknown_models
-from cueaudit.decision import cues as cue_types
+from cueaudit.decision import cue_signals as cue_types
 from cueaudit.decision.design_settings import DesignSettings
 from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, PROFILE_DOMAINS
 from cueaudit.decision.prompts import task_answers

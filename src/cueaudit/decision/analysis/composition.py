@@ -33,7 +33,7 @@ Two subsamples are tested (column ``subsample``):
     tests below ``alpha``), and the analysis goes on, unless ``stop`` (the config's
     ``decision.analysis.stop_on_differential_nonresponse``) makes it raise.
 
-Each cue type of an arm (:mod:`cueaudit.decision.cues`) is its own subsample (``cue``; its
+Each cue type of an arm (:mod:`cueaudit.decision.cue_signals`) is its own subsample (``cue``; its
 tests' names start ``cue <type>:``), since every cue type's contrasts are estimated apart.
 
 An arm whose design is confounded by construction (``name_assignment: fixed_per_profile``,
@@ -66,7 +66,7 @@ from cueaudit.decision.composition_checks import (
     composition_cells,
     with_half,
 )
-from cueaudit.decision.cues import NAME_PAIR
+from cueaudit.decision.cue_signals import NAME_PAIR
 from cueaudit.stats.multiplicity import bh_qvalues
 
 log = logging.getLogger(__name__)

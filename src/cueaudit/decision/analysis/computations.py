@@ -11,7 +11,7 @@ from cueaudit.decision.analysis import (
     bundle_designs,
     composition,
     contrasts,
-    cues,
+    cue_contrasts,
     heterogeneity,
     instrument,
     nonresponse,
@@ -227,10 +227,10 @@ def bundle_designs_tables(inputs: AnalysisInputs) -> dict[str, pl.DataFrame]:
 
 def cues_tables(inputs: AnalysisInputs) -> dict[str, pl.DataFrame]:
     prereg = inputs.preregistration()
-    table = cues.cue_contrasts(
+    table = cue_contrasts.cue_contrasts(
         inputs.frames,
         prereg,
         alpha=prereg.alpha,
         composition_alpha=inputs.params["composition_alpha"],
     )
-    return {"cue_contrasts": table, "cue_validity": cues.cue_validity(inputs.frames)}
+    return {"cue_contrasts": table, "cue_validity": cue_contrasts.cue_validity(inputs.frames)}

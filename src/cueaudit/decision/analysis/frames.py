@@ -28,7 +28,7 @@ Every frame has ``generated``, when the model generated the answer (seconds sinc
 null for older response shards and simulated answers), ``arm``: ``"primary"`` for the
 pre-registered design, else the name of the extension block that produced the prompt; only
 the primary arm enters the planned family; and ``cue``, the cue type that signalled race and
-gender (:mod:`cueaudit.decision.cues`: ``name_pair``, also for prompt tables built before the
+gender (:mod:`cueaudit.decision.cue_signals`: ``name_pair``, also for prompt tables built before the
 factor existed, ``first_name``, ``explicit``, ``dialect``). :meth:`AnalysisFrames.arm` gives
 one arm's rows of one cue type (name pairs by default), so no analysis pools cue types.
 The simulator (:mod:`cueaudit.decision.analysis.simulate`) writes frames of the same schemas.
@@ -43,7 +43,7 @@ from typing import Final
 import duckdb
 import polars as pl
 
-from cueaudit.decision.cues import CUE_TYPES, NAME_PAIR
+from cueaudit.decision.cue_signals import CUE_TYPES, NAME_PAIR
 from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.decision.probes import FAIRNESS_OPTION
 from cueaudit.decision.tasks import PRIMARY
@@ -138,7 +138,7 @@ class AnalysisFrames:
         return AnalysisFrames(*(getattr(self, name).filter(keep) for name in SCHEMAS))
 
     def cues(self) -> list[str]:
-        """The cue types with rows, in :data:`cueaudit.decision.cues.CUE_TYPES` order."""
+        """The cue types with rows, in :data:`cueaudit.decision.cue_signals.CUE_TYPES` order."""
         present: set[str] = set()
         for name in SCHEMAS:
             present |= set(getattr(self, name)["cue"].fill_null(NAME_PAIR).to_list())

@@ -67,7 +67,8 @@ Probes
 ``model_planted`` adds a model's own planted effects to its rows (a model x group
 interaction), and ``mode_planted`` a mode's own (a mode x group interaction), by the same
 mechanisms; ``cue_planted`` a cue type's own to the rows of that
-cue type (:mod:`cueaudit.decision.cues`), and ``profile_disparity_sd`` a per-profile deviation
+cue type (:mod:`cueaudit.decision.cue_signals`), and ``profile_disparity_sd`` a per-profile
+deviation
 of the focal group (a profile x group effect ``a_p``, times ``cue_disparity`` of the row's cue
 type), the same mechanisms again: in a Rate or Decide row it moves the expectation, in a
 ranking the lapse's choice of the focal candidate (so per profile, or per bundle, the focal
@@ -116,7 +117,7 @@ from cueaudit.decision.analysis.simulation_settings import (
     SimulationSettings,
     planted_group,
 )
-from cueaudit.decision.cues import CUE_TYPES, cue_resources, is_cue_signal
+from cueaudit.decision.cue_signals import CUE_TYPES, cue_resources, is_cue_signal
 from cueaudit.decision.design import BUNDLE_SIZE, RACES
 from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
 from cueaudit.decision.profiles import load_attribute_list, load_profiles

@@ -18,7 +18,7 @@ import yaml
 from cueaudit.decision.analysis.design_matrix import BASELINES
 from cueaudit.decision.analysis.frames import POINTS_RULES, PRIMARY
 from cueaudit.decision.build import design_tier_counts
-from cueaudit.decision.cues import CUE_TYPES, DEFAULT_FIRST_NAMES
+from cueaudit.decision.cue_signals import CUE_TYPES, DEFAULT_FIRST_NAMES
 from cueaudit.decision.design import BUNDLE_TYPES, GENDERS, RACES
 from cueaudit.decision.design_settings import expected_counts
 from cueaudit.decision.formats import MODES

@@ -1,4 +1,4 @@
-"""Cues beyond names (``decision.design.cues``, :mod:`cueaudit.decision.cues`): the planned
+"""Cues beyond names (``decision.design.cues``, :mod:`cueaudit.decision.cue_signals`): the planned
 contrasts per cue type, and the convergent validity of the cue types. Exploratory: the
 pre-registered family is on name pairs, and other cue types run in extension arms.
 
@@ -6,8 +6,8 @@ pre-registered family is on name pairs, and other cue types run in extension arm
     for every arm that shows a cue type beyond name pairs, each cue type's rows alone
     (:meth:`AnalysisFrames.arm` with the cue: cue types are never pooled), every planned
     contrast the cue type can express (its races and genders,
-    :data:`cueaudit.decision.cues.CUE_RACES`; the pre-registration's contrasts of the domain x
-    format, or the family's four where it plans none, as in the aid domain), fitted by each of
+    :data:`cueaudit.decision.cue_signals.CUE_RACES`; the pre-registration's contrasts of the domain
+    x format, or the family's four where it plans none, as in the aid domain), fitted by each of
     the family's estimators (:func:`~cueaudit.decision.analysis.fitters.fit_design` on the
     cell's design, the rank contrasts from the disguised bundles). Each cell carries the
     composition check of that cue type's subsample
@@ -68,7 +68,7 @@ from cueaudit.decision.analysis.fitters import estimators_for, fit_design
 from cueaudit.decision.analysis.frames import PRIMARY, AnalysisFrames
 from cueaudit.decision.analysis.verdicts import estimate_fields
 from cueaudit.decision.composition_checks import CompositionError
-from cueaudit.decision.cues import CUE_GENDERS, CUE_RACES, NAME_PAIR
+from cueaudit.decision.cue_signals import CUE_GENDERS, CUE_RACES, NAME_PAIR
 from cueaudit.decision.preregistration import Preregistration
 from cueaudit.stats.correlation import OK, TOO_FEW, fisher_ci, fisher_z_mean, pairwise_pearson
 
