@@ -14,6 +14,12 @@ import yaml
 from cueaudit.models import MODEL_CACHE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
+# The suite runs processes side by side on the same cores (pytest-xdist workers, two Snakemake
+# runs at once): OpenMP threads that spin while they wait starve the other process's. Measured
+# on 2 cores, SmolLM2 answering 48 decision prompts in two processes at once took 52-87 s
+# spinning and 27-29 s waiting passively (25 s with one thread each; 17 s alone). Set before
+# any test imports torch; the workflow's jobs inherit it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def tiny_config(**overrides: Any) -> dict[str, Any]:

@@ -106,17 +106,26 @@ def report(
     print(f"{label}: median {per_prompt:.3f} s a prompt, {tokens:.1f} tokens, {len(gs)} prompts")
 
 
+def schema_valid(validator: Draft202012Validator, completion: str) -> bool:
+    try:
+        return bool(validator.is_valid(json.loads(completion)))
+    except json.JSONDecodeError:
+        return False
+
+
 def test_response_format_schema_holds_for_every_prompt(
     llama_url: str, record_property: Callable[[str, object], None]
 ) -> None:
     schema = AnswerSpec(json_schema=canonical_json(RANKING))
-    constrained = answers(llama_url, ranking_prompt, 50, schema, schema_dialect="llama_cpp")
+    # 20 prompts: unconstrained, the model's rankings miss the schema in most of them (below)
+    constrained = answers(llama_url, ranking_prompt, 20, schema, schema_dialect="llama_cpp")
     validator = Draft202012Validator(RANKING)
     valid = [validator.is_valid(json.loads(g.completion)) for g in constrained]
-    assert valid == [True] * 50
+    assert valid == [True] * 20
     assert all(g.constrained and not g.tool_calls for g in constrained)
-    free = answers(llama_url, ranking_prompt, 10, AnswerSpec())
+    free = answers(llama_url, ranking_prompt, 5, AnswerSpec())
     assert not any(g.constrained for g in free)
+    assert not all(schema_valid(validator, g.completion) for g in free)
     report(record_property, "json_schema", constrained[:10])
     report(record_property, "unconstrained", free)
 

@@ -43,6 +43,7 @@ def test_the_profile_names_its_partitions_and_account(profile: Resources) -> Non
         {
             "default-resources.slurm_partition": "debug",
             "set-resources.generate_responses.slurm_partition": "gpu",
+            "set-resources.generate_seed_responses.slurm_partition": "gpu",
         },
         {"default-resources.slurm_account": "none"},
     )
@@ -66,6 +67,8 @@ def test_a_placeholder_partition_is_refused(
         "this cluster (sinfo lists: a100, cpu); set your site's partition",
         "profile key set-resources.generate_responses.slurm_partition: partition 'gpu' does "
         "not exist on this cluster (sinfo lists: a100, cpu); set your site's partition",
+        "profile key set-resources.generate_seed_responses.slurm_partition: partition 'gpu' "
+        "does not exist on this cluster (sinfo lists: a100, cpu); set your site's partition",
     ]
 
 
