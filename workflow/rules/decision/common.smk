@@ -156,6 +156,14 @@ DECISION_TABLES["plan"] = list(PLAN_TABLES)
 REPORT_DIR = Path(workflow.basedir) / "workflow/report"
 
 
+def decision_report(path, caption):
+    """``path`` in the report's decision category, with its caption where workflow/report/
+    has the file ``caption``."""
+    if (REPORT_DIR / caption).is_file():
+        return report(path, caption=f"../../report/{caption}", category="Decision audit")
+    return report(path, category="Decision audit")
+
+
 def decision_tables(rule_name):
     return {name: f"results/tables/decision_{name}.csv" for name in DECISION_TABLES[rule_name]}
 
@@ -166,11 +174,7 @@ def decision_table_outputs(rule_name):
     leaves neither behind."""
     outputs = {}
     for name, path in decision_tables(rule_name).items():
-        caption = f"decision_{name}.rst"
-        if (REPORT_DIR / caption).is_file():
-            outputs[name] = report(path, caption=f"../../report/{caption}", category="Decision audit")
-        else:
-            outputs[name] = report(path, category="Decision audit")
+        outputs[name] = decision_report(path, f"decision_{name}.rst")
         outputs[f"{name}_md"] = path.removesuffix(".csv") + ".md"
     return outputs
 
@@ -187,11 +191,7 @@ def decision_figure_outputs(figure):
     """A figure's PNG (for the report, with its caption where workflow/report/ has one) and
     its PDF where it has one."""
     png = f"results/figures/decision_{figure.name}.png"
-    caption = f"decision_{figure.name}_figure.rst"
-    if (REPORT_DIR / caption).is_file():
-        outputs = {"png": report(png, caption=f"../../report/{caption}", category="Decision audit")}
-    else:
-        outputs = {"png": report(png, category="Decision audit")}
+    outputs = {"png": decision_report(png, f"decision_{figure.name}_figure.rst")}
     if figure.pdf:
         outputs["pdf"] = png.removesuffix(".png") + ".pdf"
     return outputs

@@ -63,11 +63,8 @@ class Analysis:
     threads: int = 1
     #: Minutes (a cluster's time limit).
     runtime: int = 30
-    #: One line on what it is, for the rule's comment in a dry run and the architecture page.
+    #: What it computes, in a line (the row's documentation).
     about: str = ""
-
-    def param_names(self) -> list[str]:
-        return [param.rsplit(".", 1)[-1] for param in self.params]
 
 
 @dataclass(frozen=True)
@@ -293,14 +290,6 @@ FIGURES: Final[dict[str, Figure]] = {
         ),
     )
 }
-
-
-def table_analysis(table: str) -> Analysis:
-    """The analysis that writes ``table``."""
-    for analysis in ANALYSES.values():
-        if table in analysis.tables:
-            return analysis
-    raise KeyError(f"no decision analysis writes a table {table!r}")
 
 
 def check_registry(
