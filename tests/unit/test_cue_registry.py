@@ -13,7 +13,14 @@ import polars as pl
 import pytest
 
 from cueaudit.cues import REGISTRY
-from cueaudit.cues.cue_type import CueCondition, CueRegistry, CueType, VariantCount, variant_rows
+from cueaudit.cues.cue_type import (
+    CueCondition,
+    CueRegistry,
+    CueType,
+    DecisionCue,
+    VariantCount,
+    variant_rows,
+)
 from cueaudit.cues.dialog.common import format_prefix
 from cueaudit.cues.explicit import explicit_descriptors
 from cueaudit.cues.registry import EXPLICIT_CUE_TYPE
@@ -67,6 +74,7 @@ OCCUPATION = CueType(
     variants=occupation_variants,
     count=occupation_count,
     default_template="[MEMORY: User works as {value}]\nUSER: {prompt}",
+    races=("Black", "White"),
 )
 
 
@@ -181,8 +189,13 @@ def test_a_study_can_reword_a_template_without_changing_prompt_ids() -> None:
 
 def test_registration_refuses_clashes() -> None:
     registry = CueRegistry([EXPLICIT_CUE_TYPE])
-    with pytest.raises(ValueError, match="kind, config key, condition id already taken"):
+    with pytest.raises(
+        ValueError, match="kind, config key, condition id, decision cue name already taken"
+    ):
         registry.register(EXPLICIT_CUE_TYPE)
+    explicit_again = DecisionCue("explicit", shows="first_name", races=("Black", "White"))
+    with pytest.raises(ValueError, match="'occupation': decision cue name already taken"):
+        registry.register(replace(OCCUPATION, decision=explicit_again))
     with pytest.raises(ValueError, match="condition id already taken"):
         registry.register(replace(OCCUPATION, id_pattern="explicit", conditions=(
             CueCondition(None, "Explicit again", "x"),)))  # fmt: skip
@@ -190,6 +203,34 @@ def test_registration_refuses_clashes() -> None:
         registry.register(replace(OCCUPATION, id_pattern="none", conditions=(
             CueCondition(None, "Baseline", "x"),)))  # fmt: skip
     assert [t.kind for t in registry] == ["explicit"]
+
+
+def test_the_decision_cues_are_the_registry_rows_with_a_decision_use() -> None:
+    cues = REGISTRY.decision_cues()
+    assert list(cues) == ["name_pair", "first_name", "dialect", "explicit"]
+    assert cues["first_name"] is REGISTRY["name"].decision
+    assert cues["explicit"].races == ("Black", "White", "Hispanic", "Asian")
+    assert REGISTRY["explicit"].races == ("Black", "White")  # the probing descriptors' races
+    assert [n for n, c in cues.items() if c.fills_bundles] == ["name_pair", "explicit"]
+    assert {n: c.signals_per_profile(5) for n, c in cues.items()} == {
+        "name_pair": 40, "first_name": 20, "dialect": 2, "explicit": 8}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"shows": "accent"}, "shows 'accent', not one of"),
+        ({"descriptor": None}, "gives a descriptor exactly when it shows a statement"),
+        ({"shows": "first_name"}, "gives a descriptor exactly when it shows a statement"),
+        ({"races": ("Black", "Martian")}, r"not \['Martian'\]"),
+        ({"genders": ("nonbinary",)}, r"not \['nonbinary'\]"),
+        ({"races": (), "genders": ()}, "at least one of them"),
+    ],
+)
+def test_a_malformed_decision_cue_is_refused(changes: dict, message: str) -> None:
+    statement = DecisionCue("pronoun", shows="statement", races=(), descriptor=lambda r, g: "x")
+    with pytest.raises(ValueError, match=message):
+        replace(statement, **changes)
 
 
 @pytest.mark.parametrize(
@@ -203,6 +244,7 @@ def test_registration_refuses_clashes() -> None:
         ({"body": "dialect"}, "gives bodies exactly when its body is not 'base'"),
         ({"id_pattern": "{source}_{source}"}, "if it has {source} (once)"),
         ({"conditions": ()}, "no conditions"),
+        ({"races": ("Black", "Martian")}, "races"),
         ({"body": "translated"}, "body"),
         ({"conditions": (CueCondition(None, "Occupation", "occupation"),)}, "distinct sources"),
         ({"id_pattern": "occupation"}, "one condition without a source"),

@@ -321,17 +321,18 @@ def _config() -> dict[str, Any]:
     [
         (
             {"cues": ["name_pair", "accent"]},
-            r"decision\.extensions\.cues\.design\.cues\.1: 'accent' is not one of",
+            r"decision\.extensions\.cues\.design\.cues: unknown cue type 'accent' \(the cue "
+            r"registry's decision cues: name_pair, first_name, dialect, explicit\)",
         ),
         (
             {"cues": ["name_pair", "dialect"]},
             r"decision\.extensions\.cues\.design\.cues: the dialect cue shows a candidate's own "
-            r"words in AAVE: only domains with first-person text \(aid\) have them, not hiring",
+            r"words: only domains with first-person text \(aid\) have them, not hiring",
         ),
         (
             {"cues": ["first_name"], "tasks": ["decision_rank_json"]},
             r"decision\.extensions\.cues\.design\.cues: decision_rank_json shows four-race "
-            r"bundles, and cues \['first_name'\] signal two races",
+            r"bundles, and cues \['first_name'\] signal fewer races",
         ),
         (
             {"cues": ["name_pair", "explicit"], "name_assignment": "fixed_per_profile"},

@@ -10,13 +10,18 @@ how the prepared files are loaded and how the loaded resource turns into cue-var
 How a cue is worded in a prompt belongs to the study that words it (its templates); a cue
 type may carry a ``default_template``, which a study uses for a type it has no wording of its
 own for.
+
+A cue type the decision audit can show carries a :class:`DecisionCue`: its name in
+``decision.design.cues``, where a candidate's prompt shows it and the races and genders it
+signals there. A registry may also hold decision cues that no probing condition has (the name
+pairs).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
@@ -40,6 +45,13 @@ BODIES: Final = ("base", "dialect")
 BASELINE_LABEL: Final = "No cue"
 BASELINE_EXPORT_NAME: Final = "neutral"
 _TEMPLATE_TAG: Final = re.compile(r"\b([A-Z]{3,}):")
+
+#: The decision audit's order of the genders (its Latin squares deal them in it).
+DECISION_GENDERS: Final = ("female", "male")
+#: Where a decision prompt shows a cue: the candidate's name line (a full name pair, or a
+#: first name drawn from a list, ``names_per_cell`` per race x gender), a statement line under
+#: it (one per race x gender), or the candidate's own first-person words (one variety per race).
+DECISION_SHOWS: Final = ("name_pair", "first_name", "statement", "own_words")
 
 R = TypeVar("R")
 #: (variants, note): the variants a config block gives, None when only building the
@@ -90,6 +102,57 @@ class CueCondition:
 
 
 @dataclass(frozen=True)
+class DecisionCue:
+    """A cue type as the decision audit shows it: ``name`` is its value in
+    ``decision.design.cues`` and the prompt tables' ``cue`` column, ``shows`` one of
+    :data:`DECISION_SHOWS`, and ``races`` and ``genders`` what it signals (its planned
+    contrasts are among them; an empty one is a dimension it does not signal). A statement cue
+    words each race x gender cell by ``descriptor(race, gender)`` (either None where its
+    dimension is empty), shown by the prompts file's ``cue_lines.explicit_line``. A cue that
+    signals all four races and both genders by a name pair or a statement fills the ranking
+    bundles and probes."""
+
+    name: str
+    shows: str
+    races: tuple[str, ...]
+    genders: tuple[str, ...] = DECISION_GENDERS
+    descriptor: Callable[[str | None, str | None], str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.shows not in DECISION_SHOWS:
+            raise ValueError(
+                f"decision cue {self.name!r}: shows {self.shows!r}, not one of {DECISION_SHOWS}"
+            )
+        if (self.shows == "statement") != (self.descriptor is not None):
+            raise ValueError(
+                f"decision cue {self.name!r}: gives a descriptor exactly when it shows a statement"
+            )
+        unknown = sorted(set(self.races) - set(RACES)) + sorted(
+            set(self.genders) - set(DECISION_GENDERS)
+        )
+        if unknown or not (self.races or self.genders):
+            raise ValueError(
+                f"decision cue {self.name!r}: signals races of {RACES} and genders of "
+                f"{DECISION_GENDERS}, at least one of them (not {unknown or 'none'})"
+            )
+
+    @property
+    def fills_bundles(self) -> bool:
+        """Whether it can show the four-race Latin-square bundles of rankings and probes."""
+        every = set(self.races) == set(RACES) and set(self.genders) == set(DECISION_GENDERS)
+        return every and self.shows in ("name_pair", "statement")
+
+    def signals_per_cell(self, names_per_cell: int) -> int:
+        """Its signals per race x gender cell: ``names_per_cell`` names, else one."""
+        return names_per_cell if self.shows in ("name_pair", "first_name") else 1
+
+    def signals_per_profile(self, names_per_cell: int) -> int:
+        """The Rate / Decide rows of one profile (per paraphrase) under this cue."""
+        cells = max(len(self.races), 1) * max(len(self.genders), 1)
+        return cells * self.signals_per_cell(names_per_cell)
+
+
+@dataclass(frozen=True)
 class CueType(Generic[R]):
     """A kind of cue.
 
@@ -107,6 +170,8 @@ class CueType(Generic[R]):
     of the task's base prompts in that body. ``default_template`` (``{value}`` and
     ``{prompt}``) is the wording a study uses when it has none of its own for the type;
     ``export_column`` is the replication-package column that carries the cue value.
+    ``races`` are the races its probing conditions signal (``gendered``: and both genders);
+    ``decision`` is its use in the decision audit, if any.
     """
 
     kind: str
@@ -122,13 +187,16 @@ class CueType(Generic[R]):
     bodies: Callable[[Sequence[str], str], pl.DataFrame] | None = None
     default_template: str | None = None
     body: str = "base"
-    races: tuple[str, ...] = RACES
     gendered: bool = True
     export_column: str | None = None
+    decision: DecisionCue | None = None
+    races: tuple[str, ...] = field(kw_only=True)
 
     def __post_init__(self) -> None:
         if not self.conditions:
             raise ValueError(f"cue type {self.kind!r} has no conditions")
+        if not set(self.races) <= set(RACES):
+            raise ValueError(f"cue type {self.kind!r}: races {self.races} not all in {RACES}")
         if self.body not in BODIES:
             raise ValueError(f"cue type {self.kind!r}: body {self.body!r} is not one of {BODIES}")
         if (self.body == "base") != (self.bodies is None):
@@ -183,8 +251,11 @@ class CueRegistry:
     relabelling a condition never reorders them.
     """
 
-    def __init__(self, cue_types: Iterable[CueType[Any]] = ()) -> None:
+    def __init__(
+        self, cue_types: Iterable[CueType[Any]] = (), decision_only: Iterable[DecisionCue] = ()
+    ) -> None:
         self._types: dict[str, CueType[Any]] = {}
+        self._decision_only = tuple(decision_only)
         for cue_type in cue_types:
             self.register(cue_type)
 
@@ -197,6 +268,11 @@ class CueRegistry:
                 ("kind", cue_type.kind in self._types),
                 ("config key", cue_type.config_key in {t.config_key for t in self}),
                 ("condition id", bool(set(cue_type.condition_ids) & {NO_CUE, *self.cue_ids()})),
+                (
+                    "decision cue name",
+                    cue_type.decision is not None
+                    and cue_type.decision.name in self.decision_cues(),
+                ),
             )
             if taken
         ]
@@ -219,6 +295,16 @@ class CueRegistry:
 
     def __getitem__(self, kind: str) -> CueType[Any]:
         return self._types[kind]
+
+    def decision_cues(self) -> dict[str, DecisionCue]:
+        """Name -> the decision audit's cue types: the decision-only ones, then those of the
+        cue types in registry order (the order of the ``cue`` column's values)."""
+        cues = [*self._decision_only, *(t.decision for t in self if t.decision is not None)]
+        names = [cue.name for cue in cues]
+        clash = sorted({name for name in names if names.count(name) > 1})
+        if clash:
+            raise ValueError(f"decision cue names taken twice: {clash}")
+        return {cue.name: cue for cue in cues}
 
     def cue_ids(self) -> tuple[str, ...]:
         """Every condition id, in registry order."""

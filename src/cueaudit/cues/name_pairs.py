@@ -19,11 +19,12 @@ from typing import Final
 
 import polars as pl
 
-from cueaudit.cues.vocabulary import GENDERS
+from cueaudit.cues.vocabulary import GENDERS, RACES
 from cueaudit.errors import InputError
 from cueaudit.io import read_csv_records
 
-PAIR_RACES: Final = ("Black", "White", "Hispanic", "Asian")
+#: Elder & Hayes's pairs signal every race of the vocabulary.
+PAIR_RACES: Final = RACES
 NAME_PAIR_SCHEMA: Final = {
     "pair_id": pl.String,
     "race": pl.String,

@@ -13,14 +13,14 @@ from typing import Any
 import polars as pl
 
 from cueaudit.cues.cue_type import CueType, VariantCount, concat_parquet, variant_rows
-from cueaudit.cues.vocabulary import CUE_TAGS, GENDERS, RACES
+from cueaudit.cues.vocabulary import CUE_TAGS, GENDERS, NAME_LIST_RACES
 from cueaudit.errors import InputError
 from cueaudit.io import read_csv_records, safe_component
 
 NAME_COLUMNS = ("name", "race", "gender", "source")
 GROUP_COLUMNS = ("source", "race", "gender")
 
-_RACE_BY_LOWER = {race.lower(): race for race in RACES}
+_RACE_BY_LOWER = {race.lower(): race for race in NAME_LIST_RACES}
 
 _CUE_TAG = re.compile(rf"\b({'|'.join(CUE_TAGS)})\s*:")
 
@@ -77,7 +77,9 @@ def load_name_list(path: str | Path) -> pl.DataFrame:
         race = _RACE_BY_LOWER.get(race_raw.lower())
         if race is None:
             raise InputError(
-                src, f"line {line}: race {race_raw!r} is not one of {list(RACES)}", field="race"
+                src,
+                f"line {line}: race {race_raw!r} is not one of {list(NAME_LIST_RACES)}",
+                field="race",
             )
         gender = gender_raw.lower()
         if gender not in GENDERS:
@@ -205,7 +207,7 @@ def name_variant_count(
         derive = block.get("derive") or {}
         sources = [source for source in cue_type.sources if source in derive]
         per_group = block.get("per_group") or derive.get("top_n", 50)
-        count = len(sources) * len(RACES) * len(GENDERS) * per_group
+        count = len(sources) * len(NAME_LIST_RACES) * len(GENDERS) * per_group
         return count, "derived names: nominal count per subgroup"
     lists = load_name_lists([base / path for path in block["lists"].values()])
     return sample_names(lists, block.get("per_group"), block.get("sample_seed", 0)).height, None

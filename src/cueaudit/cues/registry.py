@@ -5,7 +5,8 @@ A new cue type is a module with its variant and count functions (and the prepara
 resource) plus one row here, a block under ``cues:`` in the schema and the rule that prepares
 its resource in ``workflow/rules/cues.smk`` (see "Adding a cue type" in
 ``docs/architecture.md``); the expansion, its expected counts, the display labels and the
-export names follow from the rows.
+export names follow from the rows. A row's ``decision`` makes it a cue type of the decision
+audit too (``decision.design.cues``); the name pairs are the decision audit's own.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from cueaudit.cues.cue_type import CueCondition, CueRegistry, CueType
+from cueaudit.cues.cue_type import CueCondition, CueRegistry, CueType, DecisionCue
 from cueaudit.cues.dialect.variants import (
     dialect_variant_count,
     dialect_variants,
@@ -21,8 +22,14 @@ from cueaudit.cues.dialect.variants import (
     translator_id,
 )
 from cueaudit.cues.dialog.clusters import dialog_variant_count, dialog_variants
-from cueaudit.cues.explicit import explicit_variant_count, explicit_variants, prepare_explicit
+from cueaudit.cues.explicit import (
+    explicit_variant_count,
+    explicit_variants,
+    prepare_explicit,
+    race_gender_descriptor,
+)
 from cueaudit.cues.names import load_sampled_names, name_variant_count, name_variants
+from cueaudit.cues.vocabulary import NAME_LIST_RACES, RACES
 
 
 def _per_source(
@@ -45,6 +52,8 @@ NAME_CUE_TYPE: Final = CueType(
     load=load_sampled_names,
     load_keys=("per_group", "sample_seed"),
     export_column="name",
+    races=NAME_LIST_RACES,
+    decision=DecisionCue("first_name", shows="first_name", races=NAME_LIST_RACES),
 )
 DIALECT_CUE_TYPE: Final = CueType(
     kind="dialect",
@@ -59,6 +68,8 @@ DIALECT_CUE_TYPE: Final = CueType(
     body="dialect",
     races=("Black",),
     gendered=False,
+    # the aid appeals in AAVE against their original wording (the race contrast's reference)
+    decision=DecisionCue("dialect", shows="own_words", races=("Black", "White"), genders=()),
 )
 DIALOG_CUE_TYPE: Final = CueType(
     kind="dialog",
@@ -71,6 +82,7 @@ DIALOG_CUE_TYPE: Final = CueType(
     count=dialog_variant_count,
     resource_path="results/resources/dialog_{source}.parquet",
     export_column="convo_concat_id",
+    races=NAME_LIST_RACES,
 )
 EXPLICIT_CUE_TYPE: Final = CueType(
     kind="explicit",
@@ -81,7 +93,16 @@ EXPLICIT_CUE_TYPE: Final = CueType(
     count=explicit_variant_count,
     resource_path="results/resources/explicit_descriptors.parquet",
     prepare=prepare_explicit,
+    races=NAME_LIST_RACES,
+    decision=DecisionCue(
+        "explicit", shows="statement", races=RACES, descriptor=race_gender_descriptor
+    ),
 )
+#: Elder & Hayes's first + last name pairs: the decision audit's pre-registered cue.
+NAME_PAIR_CUE: Final = DecisionCue("name_pair", shows="name_pair", races=RACES)
 
 #: The cue types, in the order the prompt tables list them.
-REGISTRY: Final = CueRegistry([NAME_CUE_TYPE, DIALECT_CUE_TYPE, DIALOG_CUE_TYPE, EXPLICIT_CUE_TYPE])
+REGISTRY: Final = CueRegistry(
+    [NAME_CUE_TYPE, DIALECT_CUE_TYPE, DIALOG_CUE_TYPE, EXPLICIT_CUE_TYPE],
+    decision_only=[NAME_PAIR_CUE],
+)

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import Final
 
-RACES: Final = ("Black", "White")
+#: Every race a cue may signal, in the order tables list them. Each cue type says which of
+#: them it signals (its ``races``, and its decision use's).
+RACES: Final = ("Black", "White", "Hispanic", "Asian")
+#: The races of the published first-name lists (Rosenman, Elder & Hayes, Tzioumis): the
+#: probing study's name cues signal these two.
+NAME_LIST_RACES: Final = ("Black", "White")
 GENDERS: Final = ("male", "female")
 
 NO_CUE: Final = "none"

@@ -1,9 +1,12 @@
 """Cues beyond names in the decision audit: the design factor ``decision.design.cues``.
 
 Names are a thin signal with socioeconomic connotations (the paper's Future Directions), so a
-design may show race and gender by other cue types beside the name pairs. Each listed cue type
-crosses the whole design (every profile of Rate and Decide, and the ranking bundles and probes
-of the cue types that can fill them), and every prompt row carries its ``cue``:
+design may show race and gender by other cue types beside the name pairs. The cue types are
+those of the shared cue registry (:mod:`cueaudit.cues.registry`) with a decision use
+(:class:`cueaudit.cues.cue_type.DecisionCue`): where a prompt shows each and the races and
+genders it signals come from its row. Each listed cue type crosses the whole design (every
+profile of Rate and Decide, and the ranking bundles and probes of the cue types that can fill
+them), and every prompt row carries its ``cue``. The registry's rows:
 
 ``name_pair``
     the Elder & Hayes first + last name pairs (:mod:`cueaudit.cues.name_pairs`), four races x
@@ -17,12 +20,12 @@ of the cue types that can fill them), and every prompt row carries its ``cue``:
     lists hold **Black and White names only**, so this cue signals those two races: its rows
     are Black and White, its contrasts Black vs White and female vs male.
 ``explicit``
-    no name ("Applicant: name not shown", the prompts file's ``cue_lines.unnamed_line``) and
-    an explicit statement ("The applicant is a Black female.", ``cue_lines.explicit_line``)
-    worded by the explicit descriptors of the probing study
+    a statement cue: no name ("Applicant: name not shown", the prompts file's
+    ``cue_lines.unnamed_line``) and an explicit statement ("The applicant is a Black female.",
+    ``cue_lines.explicit_line``) worded by the explicit descriptors of the probing study
     (:func:`cueaudit.cues.explicit.race_gender_descriptor`: Appendix A.4's form for Black and
     White, the same construction for Hispanic and Asian): four races, one descriptor per race
-    x gender cell.
+    x gender cell. A new statement cue is one registry row with a ``descriptor``.
 ``dialect``
     only where the candidate's own words are shown (the aid domain's first-person FairFund
     appeals, :data:`FIRST_PERSON_DOMAINS`): each appeal with its name taken out
@@ -34,16 +37,17 @@ of the cue types that can fill them), and every prompt row carries its ``cue``:
     SQLite cache file).
 
 **The Latin-square bundles need four races**: rankings and probes are built for the cue types
-that signal all four (:data:`BUNDLE_CUES`: name pairs and explicit descriptors; each design
+that signal all four and both genders (:data:`BUNDLE_CUES`: name pairs and explicit
+descriptors; each design
 bundle shown once per cue type, with the same bundle id, so bundles pair across cue types).
-A two-race cue type (first name, dialect) runs Rate and Decide only. Every cue type's rows
+A cue type that signals fewer (first name, dialect) runs Rate and Decide only. Every cue type's rows
 pass the design's composition check on their own (the analyses' ``cue`` subsample).
 
 A cue row's ``pair_id`` names the signal, not a name pair: ``first_name/<source>/<race>/
-<gender>/<name>``, ``explicit/<race>/<gender>``, and for dialect one text per profile,
-``dialect/<aave|sae>/<profile id>`` (each text is one realisation of the signal, as a name
-pair is, so the crossed model's name-pair intercept is one per text). A cue row's prompt id
-hashes the cue as well (the default's ids stay as they were).
+<gender>/<name>``, a statement's ``<cue>/<race>/<gender>`` (``explicit/black/female``), and
+for dialect one text per profile, ``dialect/<aave|sae>/<profile id>`` (each text is one
+realisation of the signal, as a name pair is, so the crossed model's name-pair intercept is
+one per text). A cue row's prompt id hashes the cue as well (the default's ids stay as they were).
 """
 
 from __future__ import annotations
@@ -55,38 +59,31 @@ from typing import Any, Final
 
 import polars as pl
 
+from cueaudit.cues.cue_type import DecisionCue
 from cueaudit.cues.dialect.cache import TranslationCache
 from cueaudit.cues.dialect.translate import translate_texts
 from cueaudit.cues.dialect.translators import make_translator
-from cueaudit.cues.explicit import race_gender_descriptor
 from cueaudit.cues.names import load_name_list, sample_names
+from cueaudit.cues.registry import REGISTRY
 from cueaudit.decision.aid import first_name_appeal, neutral_appeal
-from cueaudit.decision.design import GENDERS, RACES
 from cueaudit.decision.formats import AID_DOMAIN
 from cueaudit.errors import InputError
 
+#: The decision audit's cue types, from the shared registry, in the order their rows are built
+#: (the ``cue`` column's values).
+DECISION_CUES: Final[Mapping[str, DecisionCue]] = REGISTRY.decision_cues()
+CUE_TYPES: Final = tuple(DECISION_CUES)
 NAME_PAIR: Final = "name_pair"
 FIRST_NAME: Final = "first_name"
-EXPLICIT: Final = "explicit"
 DIALECT: Final = "dialect"
-#: The cue types, in the order their rows are built (the ``cue`` column's values).
-CUE_TYPES: Final = (NAME_PAIR, FIRST_NAME, EXPLICIT, DIALECT)
 DEFAULT_CUES: Final = (NAME_PAIR,)
 #: The races and genders each cue type signals (its contrasts are those among them).
-CUE_RACES: Final[Mapping[str, tuple[str, ...]]] = {
-    NAME_PAIR: RACES,
-    FIRST_NAME: ("Black", "White"),
-    EXPLICIT: RACES,
-    DIALECT: ("Black", "White"),
-}
-CUE_GENDERS: Final[Mapping[str, tuple[str, ...]]] = {
-    NAME_PAIR: GENDERS,
-    FIRST_NAME: GENDERS,
-    EXPLICIT: GENDERS,
-    DIALECT: (),
-}
+CUE_RACES: Final = {name: cue.races for name, cue in DECISION_CUES.items()}
+CUE_GENDERS: Final = {name: cue.genders for name, cue in DECISION_CUES.items()}
 #: The cue types that fill the four-race Latin-square bundles (rankings and probes).
-BUNDLE_CUES: Final = (NAME_PAIR, EXPLICIT)
+BUNDLE_CUES: Final = tuple(name for name, cue in DECISION_CUES.items() if cue.fills_bundles)
+#: The cue types shown in a candidate's own words (the first-person domains only).
+OWN_WORDS_CUES: Final = tuple(n for n, cue in DECISION_CUES.items() if cue.shows == "own_words")
 #: The domains whose candidates are first-person text (the dialect cue needs one).
 FIRST_PERSON_DOMAINS: Final = (AID_DOMAIN,)
 DEFAULT_FIRST_NAMES: Final = "resources/names/rosenman.csv"
@@ -119,7 +116,10 @@ def check_cues(value: Any, key: str = "cues") -> tuple[str, ...]:
     unknown = [v for v in value if v not in CUE_TYPES]
     if unknown:
         raise InputError(
-            "decision settings", f"unknown cue type {unknown[0]!r} (known: {CUE_TYPES})", key
+            "decision settings",
+            f"unknown cue type {unknown[0]!r} (the cue registry's decision cues: "
+            f"{', '.join(CUE_TYPES)})",
+            key,
         )
     return tuple(dict.fromkeys(value))
 
@@ -131,11 +131,24 @@ def is_cue_signal(pair_id: str) -> bool:
 
 def signals_per_profile(cue: str, names_per_cell: int) -> int:
     """The Rate / Decide rows of one profile under a cue type (per paraphrase)."""
-    if cue == EXPLICIT:
-        return len(RACES) * len(GENDERS)
-    if cue == DIALECT:
-        return len(DIALECT_VARIETIES)
-    return len(CUE_RACES[cue]) * len(CUE_GENDERS[cue]) * names_per_cell
+    return DECISION_CUES[cue].signals_per_profile(names_per_cell)
+
+
+def statement_signals(cue: DecisionCue) -> list[tuple[Any, ...]]:
+    """One statement per race x gender cell of a statement cue (:data:`SIGNAL_SCHEMA` rows)."""
+    assert cue.descriptor is not None
+    return [
+        (
+            "/".join([cue.name, *(v for v in (race, gender) if v)]).lower(),
+            race,
+            gender,
+            1,
+            None,
+            cue.descriptor(race, gender),
+        )
+        for race in cue.races or (None,)
+        for gender in cue.genders or (None,)
+    ]
 
 
 @dataclass(frozen=True)
@@ -168,13 +181,15 @@ def cue_signals(
     seed: int = 0,
 ) -> pl.DataFrame:
     """The signals a cue type shows (:data:`SIGNAL_SCHEMA`): the name pairs themselves, the
-    first names (``names_per_cell`` per race x gender drawn with ``seed``), one explicit
-    descriptor per race x gender, or the two dialect varieties."""
-    if cue == NAME_PAIR:
+    first names (``names_per_cell`` per race x gender drawn with ``seed``), one statement per
+    race x gender, or the two dialect varieties."""
+    check_cues([cue])
+    shows = DECISION_CUES[cue].shows
+    if shows == "name_pair":
         return name_pairs.with_columns(descriptor=pl.lit(None, pl.String)).select(
             list(SIGNAL_SCHEMA)
         )
-    if cue == FIRST_NAME:
+    if shows == "first_name":
         listed = None if resources is None else resources.first_names
         if listed is None:
             raise InputError("decision prompts", "the first_name cue needs its names", "cues")
@@ -193,17 +208,10 @@ def cue_signals(
             )
             for rank, name in enumerate(group["name"], start=1)
         ]
-    elif cue == EXPLICIT:
-        rows = [
-            (f"explicit/{race}/{gender}".lower(), race, gender, 1, None, descriptor)
-            for race in RACES
-            for gender in GENDERS
-            for descriptor in [race_gender_descriptor(race, gender)]
-        ]
-    elif cue == DIALECT:
-        rows = [(stem, race, None, 1, None, None) for stem, race in DIALECT_VARIETIES]
+    elif shows == "statement":
+        rows = statement_signals(DECISION_CUES[cue])
     else:
-        check_cues([cue])
+        rows = [(stem, race, None, 1, None, None) for stem, race in DIALECT_VARIETIES]
     return pl.DataFrame(rows, schema=SIGNAL_SCHEMA, orient="row")
 
 
@@ -220,7 +228,8 @@ def cue_appeals(
     aid = profiles.filter(pl.col("domain") == AID_DOMAIN).select("profile_id", "text")
     if aid.is_empty():
         return None
-    if cue == DIALECT:
+    shows = DECISION_CUES[cue].shows
+    if shows == "own_words":
         translated = None if resources is None else resources.dialect
         if translated is None:
             raise InputError("decision prompts", "the dialect cue needs its translations", "cues")
@@ -236,9 +245,9 @@ def cue_appeals(
         )
     rows = []
     for profile_id, text in aid.iter_rows():
-        neutral = None if cue == FIRST_NAME else neutral_appeal(text, profile_id)
+        neutral = None if shows == "first_name" else neutral_appeal(text, profile_id)
         for pair_id, name in signals.select("pair_id", "full_name").iter_rows():
-            shown = first_name_appeal(text, name) if cue == FIRST_NAME else neutral
+            shown = first_name_appeal(text, name) if shows == "first_name" else neutral
             rows.append((profile_id, pair_id, shown))
     schema = {"profile_id": pl.String, "pair_id": pl.String, "text": pl.String}
     return pl.DataFrame(rows, schema=schema, orient="row")
@@ -247,7 +256,7 @@ def cue_appeals(
 def with_cue_ids(rows: pl.DataFrame, cue: str) -> pl.DataFrame:
     """Crossed Rate / Decide rows of a cue type with their ``cue``; a dialect text's pair id
     names its profile (one realisation of the signal per text)."""
-    if cue == DIALECT:
+    if DECISION_CUES[cue].shows == "own_words":
         rows = rows.with_columns(pair_id=pl.concat_str("pair_id", "profile_id", separator="/"))
     return rows.with_columns(cue=pl.lit(cue, pl.String))
 
@@ -259,7 +268,7 @@ def bundle_signals(bundles: pl.DataFrame, cue: str) -> pl.DataFrame:
     if cue not in BUNDLE_CUES:
         raise InputError("decision prompts", f"the {cue} cue fills no bundles", "cues")
     shown = bundles.with_columns(cue=pl.lit(cue, pl.String))
-    if cue == NAME_PAIR:
+    if DECISION_CUES[cue].shows == "name_pair":
         return shown.with_columns(descriptor=pl.lit(None, pl.String))
     signals = cue_signals(cue, pl.DataFrame(schema=SIGNAL_SCHEMA))
     return shown.drop("pair_id", "full_name").join(

@@ -75,13 +75,16 @@ from typing import Any, Final
 
 import polars as pl
 
+from cueaudit.cues.cue_type import DECISION_GENDERS
+from cueaudit.cues.name_pairs import PAIR_RACES
 from cueaudit.decision.formats import ATTRIBUTE_KINDS, DOMAINS, PROFILE_DOMAINS, TITLE_WORDING
 from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import InputError
 from cueaudit.prompts import stable_uid
 
-RACES: Final = ("Black", "White", "Hispanic", "Asian")
-GENDERS: Final = ("female", "male")
+RACES: Final = PAIR_RACES
+#: The decision audit's order of the genders (its Latin squares deal them in it).
+GENDERS: Final = DECISION_GENDERS
 #: The paper's four bundle types (an integer ``bundles_per_type`` sizes these).
 PAPER_BUNDLE_TYPES: Final = (
     "demographic_matched",

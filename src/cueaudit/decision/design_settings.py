@@ -105,12 +105,12 @@ def _checked_cues(cfg: DesignSettings) -> DesignSettings:
     """Refuse a cue type the design cannot show: dialect outside first-person domains, a
     ranking or probe task without a four-race cue type, another cue beside the confounded
     construction (which deals out name pairs)."""
-    if cue_types.DIALECT in cfg.cues:
+    for cue in set(cfg.cues) & set(cue_types.OWN_WORDS_CUES):
         other = [d for d in cfg.domains if d not in cue_types.FIRST_PERSON_DOMAINS]
         if other:
             raise InputError(
                 "decision settings",
-                f"the dialect cue shows a candidate's own words in AAVE: only domains with "
+                f"the {cue} cue shows a candidate's own words: only domains with "
                 f"first-person text ({', '.join(cue_types.FIRST_PERSON_DOMAINS)}) have them, "
                 f"not {', '.join(other)}",
                 "cues",
@@ -119,7 +119,7 @@ def _checked_cues(cfg: DesignSettings) -> DesignSettings:
     if bundled and not cfg.bundle_cues:
         raise InputError(
             "decision settings",
-            f"{bundled[0]} shows four-race bundles, and cues {list(cfg.cues)} signal two races: "
+            f"{bundled[0]} shows four-race bundles, and cues {list(cfg.cues)} signal fewer races: "
             f"add one of {', '.join(cue_types.BUNDLE_CUES)} or drop the ranking and probe tasks",
             "cues",
         )

@@ -16,7 +16,7 @@ from typing import Any, Final
 import polars as pl
 
 from cueaudit.cues.names import load_name_lists
-from cueaudit.cues.vocabulary import GENDERS, RACES
+from cueaudit.cues.vocabulary import GENDERS, NAME_LIST_RACES
 from cueaudit.errors import InputError
 from cueaudit.io import write_csv, write_parquet
 
@@ -45,7 +45,7 @@ def derive_names(
     if "obs" in joined.columns and s["min_source_count"]:
         joined = joined.filter(pl.col("obs") >= s["min_source_count"])
     parts = []
-    for race in RACES:
+    for race in NAME_LIST_RACES:
         for gender in GENDERS:
             share = pl.col("count_female" if gender == "female" else "count_male") / pl.col(
                 "ssa_count"
@@ -86,7 +86,7 @@ def overlap_table(derived: pl.DataFrame, published: pl.DataFrame) -> pl.DataFram
     rows = []
     sources = sorted(set(derived["source"]) | set(published["source"]))
     for source in sources:
-        for race in RACES:
+        for race in NAME_LIST_RACES:
             for gender in GENDERS:
 
                 def names(
