@@ -33,13 +33,9 @@ from cueaudit.cues.explicit import explicit_descriptors
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.cues.names import load_name_list, load_name_lists
 from cueaudit.decision.aid import aid_stimuli
-from cueaudit.decision.profiles import (
-    AFB_SUFFIX,
-    check_attribute_list,
-    load_attribute_list,
-    load_fairfund_stimuli,
-    load_profiles,
-)
+from cueaudit.decision.demographic_checks import check_attribute_list
+from cueaudit.decision.fairfund import load_fairfund_stimuli
+from cueaudit.decision.profiles import AFB_SUFFIX, load_attribute_list, load_profiles
 from cueaudit.probing.base_prompts import load_base_prompts
 from tests.bad_inputs.battery import FIXTURES, ROOT, Case, Where, params, run_case
 

@@ -8,7 +8,7 @@ import csv
 from pathlib import Path
 
 from cueaudit.cues.name_pairs import load_name_pairs
-from cueaudit.decision.profiles import FAIRFUND_SCHEMA, FAIRFUND_VALUES
+from cueaudit.decision.fairfund import FAIRFUND_SCHEMA, FAIRFUND_VALUES
 
 NAME_PAIRS = Path(__file__).resolve().parents[2] / "resources/names/elder_hayes_pairs.csv"
 PREFIX = {"Medical": "med", "Rent": "rent", "Education": "edu"}

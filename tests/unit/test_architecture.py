@@ -325,3 +325,30 @@ def test_the_main_guard_check_sees_work_outside_the_guard(tmp_path: Path) -> Non
     assert _unguarded_work(script) == [2, 3]
     script.write_text("import _library\nif __name__ == '__main__':\n    run()\n")
     assert _unguarded_work(script) == []
+
+
+#: A module longer than this says in its docstring why it is one module.
+LONG_MODULE_LINES = 500
+
+
+def long_modules_without_a_reason(library: Path) -> list[str]:
+    """The library's modules over :data:`LONG_MODULE_LINES` lines whose docstring does not
+    say "One module on purpose"."""
+    found = []
+    for path in sorted(library.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > LONG_MODULE_LINES:
+            docstring = ast.get_docstring(ast.parse(text)) or ""
+            if "One module on purpose" not in docstring:
+                found.append(str(path.relative_to(library)))
+    return found
+
+
+def test_a_long_module_says_why_it_is_one(tmp_path: Path) -> None:
+    assert long_modules_without_a_reason(LIBRARY) == []
+    long = tmp_path / "long.py"
+    long.write_text('"""A long module."""\n' + "x = 1\n" * LONG_MODULE_LINES)
+    (tmp_path / "short.py").write_text('"""Short."""\n')
+    assert long_modules_without_a_reason(tmp_path) == ["long.py"]
+    long.write_text('"""A long module.\n\nOne module on purpose: ..."""\n' + "x = 1\n" * 600)
+    assert long_modules_without_a_reason(tmp_path) == []

@@ -24,13 +24,9 @@ from cueaudit.decision.analysis.simulate import simulate
 from cueaudit.decision.analysis.simulation_settings import SimulationSettings
 from cueaudit.decision.build import write_decision_prompts
 from cueaudit.decision.design_settings import expected_counts
+from cueaudit.decision.fairfund import FAIRFUND_VALUES, load_fairfund_stimuli
 from cueaudit.decision.formats import AID_DOMAIN
-from cueaudit.decision.profiles import (
-    FAIRFUND_VALUES,
-    PROFILE_SCHEMA,
-    load_fairfund_stimuli,
-    load_profiles,
-)
+from cueaudit.decision.profiles import PROFILE_SCHEMA, load_profiles
 from cueaudit.decision.prompts import build_decision_prompts
 from cueaudit.errors import InputError
 from tests.conftest import ROOT

@@ -9,15 +9,16 @@ import pytest
 
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.cues.names import load_name_lists
-from cueaudit.decision.profiles import (
-    AFB_SUFFIX,
-    FAIRFUND_SCHEMA,
-    PROFILE_SCHEMA,
+from cueaudit.decision.demographic_checks import (
     check_attribute_list,
     check_profile_texts,
     find_demographic_cues,
+)
+from cueaudit.decision.fairfund import FAIRFUND_SCHEMA, load_fairfund_stimuli
+from cueaudit.decision.profiles import (
+    AFB_SUFFIX,
+    PROFILE_SCHEMA,
     load_attribute_list,
-    load_fairfund_stimuli,
     load_profiles,
     load_terms,
     tier_counts,

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from cueaudit.decision.composition_checks import check_composition
+from cueaudit.decision.demographic_checks import check_wordings
 from cueaudit.decision.design import RACES
 from cueaudit.decision.design_settings import expected_counts
 from cueaudit.decision.formats import (
@@ -18,7 +19,6 @@ from cueaudit.decision.formats import (
     render_single,
     title_variant_texts,
 )
-from cueaudit.decision.profiles import check_wordings
 from cueaudit.decision.prompts import (
     CANDIDATE_COLUMNS,
     PROBE_PROMPT_SCHEMA,

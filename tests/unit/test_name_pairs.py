@@ -40,7 +40,7 @@ def test_default_pairs_are_the_40_elder_hayes_pairs() -> None:
 
 @pytest.mark.skipif(not STIMULI.is_file(), reason=f"FairFund stimuli not present at {STIMULI}")
 def test_default_pairs_equal_fairfund_stimuli_pairs() -> None:
-    from cueaudit.decision.profiles import load_fairfund_stimuli
+    from cueaudit.decision.fairfund import load_fairfund_stimuli
 
     from_stimuli = pairs_from_stimuli(load_fairfund_stimuli(STIMULI))
     assert load_name_pairs(PAIRS).equals(from_stimuli.sort("race", "gender", "name_rank"))

@@ -1,7 +1,7 @@
 """The aid domain: FairFund-Bench's charitable-aid appeals (Lukk, arXiv 2607.28934; CC-BY-4.0)
 as decision-audit candidates.
 
-FairFund's ``stimuli.csv`` (read by :func:`cueaudit.decision.profiles.load_fairfund_stimuli`
+FairFund's ``stimuli.csv`` (read by :func:`cueaudit.decision.fairfund.load_fairfund_stimuli`
 from the configured ``decision.fairfund_stimuli``, never copied into the repository) crosses
 15 scenarios (5 per category: Medical, Rent, Education) × 5 causal framings × 4 races × 2
 genders × 5 name pairs; each appeal is first-person ("Hi, my name is <full name> ..."), so the
@@ -37,8 +37,9 @@ from typing import Final
 
 import polars as pl
 
+from cueaudit.decision.fairfund import load_fairfund_stimuli
 from cueaudit.decision.formats import AID_DOMAIN
-from cueaudit.decision.profiles import PROFILE_SCHEMA, TIERS, load_fairfund_stimuli
+from cueaudit.decision.profiles import PROFILE_SCHEMA, TIERS
 from cueaudit.errors import InputError
 
 #: FairFund's category -> the tier symbol its profiles carry (the stratum of the squares).

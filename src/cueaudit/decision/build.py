@@ -22,15 +22,14 @@ import polars as pl
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.decision import cue_signals as cue_types
 from cueaudit.decision.aid import with_aid
-from cueaudit.decision.design_settings import DesignSettings, expected_counts_by_cue
-from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, load_prompt_resources
-from cueaudit.decision.profiles import (
+from cueaudit.decision.demographic_checks import (
     check_attribute_list,
     check_profile_texts,
     check_wordings,
-    load_profiles,
-    tier_counts,
 )
+from cueaudit.decision.design_settings import DesignSettings, expected_counts_by_cue
+from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, load_prompt_resources
+from cueaudit.decision.profiles import load_profiles, tier_counts
 from cueaudit.decision.prompts import build_decision_prompts
 from cueaudit.decision.tasks import arm_task
 from cueaudit.errors import InputError

@@ -62,6 +62,9 @@ Rows, columns and symbols of every square are permuted at random per block (a se
 Names of a race × gender cell are used in turn from a random start, so names of one bundle
 are distinct. Whether a design keeps each contrast group independent of profile, tier and
 position is checked by :mod:`cueaudit.decision.composition_checks`.
+
+One module on purpose: the bundle types share the Latin squares, the name rotation, the
+profile search and the bundle schema; each type is one slot function.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ file's ``cue_lines`` give the line in its place (``unnamed_line``) and the expli
 Templates fill ``{field}`` placeholders; each template allows only its own fields (checked
 when the file is loaded) and leaves every other brace alone, so JSON examples need no
 escaping.
+
+One module on purpose: loading the prompts file and rendering from it share the wording's
+checked templates; a renderer per format.
 """
 
 from __future__ import annotations

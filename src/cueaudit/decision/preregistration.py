@@ -18,6 +18,9 @@ The lock is not a Snakemake output: Snakemake deletes a job's outputs before it 
 the freeze rule reruns whenever its inputs change (a new pre-registration path, say), which
 would re-lock. The rule's declared output is the check it records (``*.checked``); the lock
 beside it is created only when absent.
+
+One module on purpose: the planned family, the lock and the label are read and written
+together, and a label must never be computed from a different reading than the lock's.
 """
 
 from __future__ import annotations

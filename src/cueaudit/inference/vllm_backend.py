@@ -30,6 +30,9 @@ its own sampling seed derived from (run seed, prompt_uid), as in the HF engine.
 
 vLLM is imported only when a model with ``backend: vllm`` runs; request building is plain
 Python so it is unit-tested without vLLM installed.
+
+One module on purpose: building requests, the engine's settings and reading its outputs must
+agree on one request layout; the layout is unit-tested without vLLM.
 """
 
 from __future__ import annotations

@@ -40,6 +40,9 @@ Defaults are neutral one-liners; a study passes its own wording in the settings.
 A tool call is a source, not a kind: its arguments are read by the kind's structured parser
 into the same columns as a JSON or text answer. The decision study's yes/no decision is the
 ``binary`` kind (tool ``submit_decision``, field ``decision``).
+
+One module on purpose: it is the registry of outcome kinds, one class a kind, each short; a
+kind read in one place is the point.
 """
 
 from __future__ import annotations

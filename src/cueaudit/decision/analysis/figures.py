@@ -8,6 +8,9 @@ API on the Agg canvas, PNG, or PDF plus PNG). Every function draws what is finit
 it could not draw: an estimate that is NaN (a model at the tiny default size parses too few
 answers) is labelled "not estimated", and a table without rows gives a figure that says "no
 data" instead of an error.
+
+One module on purpose: the figures share one style, one set of colour and marker meanings and
+the same empty-table and not-estimated handling; one function per figure.
 """
 
 from __future__ import annotations

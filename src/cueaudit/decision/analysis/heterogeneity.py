@@ -18,6 +18,9 @@ the joint fit's Wald test accounts for the sharing through the random effects (a
 the CR2 sandwich by design bundle). The modes share names, profiles and bundles too: a mode
 difference therefore comes from the joint fit, not from differencing two fits (the SE that
 ignores the sharing stands beside it as ``se_independent``).
+
+One module on purpose: the per-level contrasts, Q and the joint fit's Wald test and mode
+difference all come from the same joint design matrix, built once here.
 """
 
 from __future__ import annotations

@@ -54,6 +54,9 @@ Choices, and why:
   do for Rank: without ties every answer's mean is 2.5, so it moves only with ties; the
   position of the top choice moves with what a format changes most, the pull of the list
   order (an all-tied answer scores 2.5, as an answer without position preference would).
+
+One module on purpose: the four tables read the same ranking and probe rows and share their
+per-model, per-mode grouping; each table is one function.
 """
 
 from __future__ import annotations

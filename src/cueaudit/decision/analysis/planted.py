@@ -46,6 +46,9 @@ For simulated answers to the same prompts (``simulated`` settings), the plant is
 data-generating process itself
 (:class:`~cueaudit.decision.analysis.simulation_settings.SimulationSettings` ``planted``),
 whose truth is the planted size: ``recovered_sd`` is the estimate itself.
+
+One module on purpose: planting answers, rendering them back through the outcome kinds and
+recovering the effect are one loop whose parts share the plant's bookkeeping.
 """
 
 from __future__ import annotations

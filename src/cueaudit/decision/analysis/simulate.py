@@ -88,6 +88,9 @@ Draws come from :class:`numpy.random.Generator` streams named by their role (pro
 model, each arm's table), each seeded from ``(seed, crc32(role))``: a study is a
 deterministic function of the settings and the seed, and changing one part of the settings
 leaves the other parts' draws alone (common random numbers).
+
+One module on purpose: every table's draws come from one generative model (its random
+effects and common random numbers), which split apart would have to be passed around whole.
 """
 
 from __future__ import annotations

@@ -48,6 +48,9 @@ of specifications with ``p < alpha``, the count significant in the dominant sign
 permutation p-values. With few name pairs there are few distinct relabellings (8 pairs, one
 per race x gender: 4!·4! = 576 race labellings, 2^4 = 16 gender ones): all of them are used
 when there are no more than asked for, else a sample without replacement, as the summary says.
+
+One module on purpose: enumerating the specifications, their verdicts and the permutation
+tests of the whole curve share one list of specifications and one way of fitting them.
 """
 
 from __future__ import annotations
