@@ -280,12 +280,12 @@ SERVED_TASKS = [
     "decision_rank_json",
     "decision_rank_tool",
 ]
-#: The answers are checked here, not the analysis: matched and disguised demographic bundles
-#: only (the server answers one request at a time: each ranking is seconds).
+#: The answers are checked here, not the analysis: one Latin square of matched demographic
+#: bundles (the server answers one request at a time: each ranking is seconds).
 SERVED_BUNDLES = {
     "demographic_matched": 4,
     "irrelevant_matched": 0,
-    "disguised_demographic": 12,
+    "disguised_demographic": 0,
     "disguised_placebo": 0,
 }
 

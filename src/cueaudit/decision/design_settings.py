@@ -1,6 +1,7 @@
 """The settings a decision design's prompt tables are built from (:class:`DesignSettings`,
-read from ``decision.design`` and an extension's own keys), and the rows each task's table
-will have, known before any table is built (:func:`expected_counts`)."""
+read from ``decision.design`` and an extension's own keys; :func:`arm_designs` is the one place
+an arm's design is made), and the rows each task's table will have, known before any table is
+built (:func:`expected_counts`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from cueaudit.decision import cue_signals as cue_types
 from cueaudit.decision import design, tiers
 from cueaudit.decision.formats import DEFAULT_PROMPTS, DOMAINS, PROFILE_DOMAINS
-from cueaudit.decision.tasks import NAME_ASSIGNMENTS, TASKS
+from cueaudit.decision.tasks import NAME_ASSIGNMENTS, PRIMARY, TASKS
 from cueaudit.errors import InputError
 
 
@@ -39,6 +40,19 @@ def _choice(settings: Mapping[str, Any], key: str, known: Sequence[str]) -> str:
     if value not in known:
         raise InputError("decision settings", f"one of {', '.join(known)}, got {value!r}", key)
     return str(value)
+
+
+def arm_designs(
+    design: Mapping[str, Any], extensions: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Arm -> design settings: the pre-registered ``design``, then each extension's (the
+    pre-registered design with the keys of the extension's own ``design`` replaced), in the
+    order given. Defaults are applied when an arm's settings are read (:class:`DesignSettings`),
+    never filled in here: the lock binds the design as written."""
+    arms = {PRIMARY: dict(design)}
+    for arm, own in extensions.items():
+        arms[arm] = {**design, **own}
+    return arms
 
 
 @dataclass(frozen=True)

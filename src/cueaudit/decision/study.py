@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from cueaudit.config import unknown_models
 from cueaudit.decision import cue_signals as cue_types
-from cueaudit.decision.design_settings import DesignSettings
+from cueaudit.decision.design_settings import DesignSettings, arm_designs
 from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, PROFILE_DOMAINS
 from cueaudit.decision.prompts import task_answers
 from cueaudit.decision.tasks import (
@@ -43,10 +43,8 @@ def arms(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Arm -> design: the pre-registered design, then each extension block's (the primary
     design with the block's ``design`` keys replaced)."""
     decision = config["decision"]
-    designs = {PRIMARY: decision["design"]}
-    for arm, block in decision.get("extensions", {}).items():
-        designs[arm] = {**decision["design"], **block.get("design", {})}
-    return designs
+    extensions = decision.get("extensions", {})
+    return arm_designs(decision["design"], {a: b.get("design", {}) for a, b in extensions.items()})
 
 
 def arm_models(config: Mapping[str, Any], arm: str) -> list[str]:

@@ -20,7 +20,7 @@ from cueaudit.decision.analysis.frames import POINTS_RULES, PRIMARY
 from cueaudit.decision.build import design_tier_counts
 from cueaudit.decision.cue_signals import CUE_TYPES, DEFAULT_FIRST_NAMES
 from cueaudit.decision.design import BUNDLE_TYPES, GENDERS, RACES
-from cueaudit.decision.design_settings import expected_counts
+from cueaudit.decision.design_settings import arm_designs, expected_counts
 from cueaudit.decision.formats import MODES
 from cueaudit.decision.profiles import TIERS
 from cueaudit.errors import InputError
@@ -380,10 +380,9 @@ class SimulationSettings:
 
     def arms(self) -> dict[str, tuple[dict[str, Any], tuple[str, ...]]]:
         """Arm -> (design settings, models): the primary design, then each extension's."""
-        arms = {PRIMARY: (dict(self.design), tuple(self.models))}
-        for name, ext in self.extensions.items():
-            arms[name] = ({**self.design, **ext.design}, tuple(ext.models) or tuple(self.models))
-        return arms
+        designs = arm_designs(self.design, {n: e.design for n, e in self.extensions.items()})
+        models = {n: tuple(e.models) for n, e in self.extensions.items()}
+        return {arm: (d, models.get(arm) or tuple(self.models)) for arm, d in designs.items()}
 
     def path(self, relative: str) -> Path:
         path = Path(relative)
