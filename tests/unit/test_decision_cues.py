@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from cueaudit.config import validate_config
+from cueaudit.cues import REGISTRY
+from cueaudit.cues.cue_type import DecisionCue
 from cueaudit.cues.explicit import explicit_descriptors, race_gender_descriptor
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.cues.names import load_name_list
@@ -34,6 +36,7 @@ from cueaudit.decision.analysis.simulate import build_design, simulate
 from cueaudit.decision.analysis.simulation_settings import Extension, SimulationSettings
 from cueaudit.decision.cue_signals import (
     CueResources,
+    check_decision_cues,
     cue_resources,
     translate_appeals,
 )
@@ -618,3 +621,13 @@ def test_a_cell_fitted_exactly_is_refused_with_its_reason() -> None:
     )
     table = cue_contrasts(AnalysisFrames(more, frames.rankings, frames.probes))
     assert table["estimate"].is_finite().all()
+
+
+def test_a_cue_that_would_borrow_another_cues_resource_is_refused() -> None:
+    cues = REGISTRY.decision_cues()
+    assert check_decision_cues(cues) == cues
+    accent = DecisionCue("accent", shows="own_words", races=("Black", "White"), genders=())
+    with pytest.raises(ValueError, match="'accent' shows 'own_words', which only 'dialect' can"):
+        check_decision_cues({**cues, "accent": accent})
+    stated = DecisionCue("accent", shows="statement", races=("Black",), descriptor=lambda r, g: "x")
+    assert "accent" in check_decision_cues({**cues, "accent": stated})

@@ -69,13 +69,32 @@ from cueaudit.decision.aid import first_name_appeal, neutral_appeal
 from cueaudit.decision.formats import AID_DOMAIN
 from cueaudit.errors import InputError
 
-#: The decision audit's cue types, from the shared registry, in the order their rows are built
-#: (the ``cue`` column's values).
-DECISION_CUES: Final[Mapping[str, DecisionCue]] = REGISTRY.decision_cues()
-CUE_TYPES: Final = tuple(DECISION_CUES)
 NAME_PAIR: Final = "name_pair"
 FIRST_NAME: Final = "first_name"
 DIALECT: Final = "dialect"
+#: Where a cue shows what only a resource built for it by name gives (the name pairs, the
+#: first-name list, the aid appeals' translations): the one cue that may show it.
+RESOURCED_SHOWS: Final = {"name_pair": NAME_PAIR, "first_name": FIRST_NAME, "own_words": DIALECT}
+
+
+def check_decision_cues(cues: Mapping[str, DecisionCue]) -> Mapping[str, DecisionCue]:
+    """``cues`` if each shows what the decision audit can build for it: a new cue type shows a
+    statement; a name line or own words come from resources built for one cue each (ValueError
+    naming the cue)."""
+    for name, cue in cues.items():
+        owner = RESOURCED_SHOWS.get(cue.shows, name)
+        if owner != name:
+            raise ValueError(
+                f"decision cue {name!r} shows {cue.shows!r}, which only {owner!r} can (its "
+                "resource is built for it): a new decision cue shows a statement"
+            )
+    return cues
+
+
+#: The decision audit's cue types, from the shared registry, in the order their rows are built
+#: (the ``cue`` column's values).
+DECISION_CUES: Final = check_decision_cues(REGISTRY.decision_cues())
+CUE_TYPES: Final = tuple(DECISION_CUES)
 DEFAULT_CUES: Final = (NAME_PAIR,)
 #: The races and genders each cue type signals (its contrasts are those among them).
 CUE_RACES: Final = {name: cue.races for name, cue in DECISION_CUES.items()}
