@@ -5,7 +5,9 @@ response cache), runs the default config's whole workflow (both studies, every t
 figure) and reads each job's start and end from Snakemake's log. Jobs are grouped into stages:
 set-up and prompts, inference per study (race prediction on its own), parsing, the probing
 analyses, the decision analyses, and the database. Per stage: its jobs' summed wall time, and
-when its first job started and its last ended (Snakemake interleaves the stages).
+when its first job started and its last ended (Snakemake interleaves the stages). A job that
+answers every task of a seed (``inference_jobs: per_seed``) is split at its log's task lines:
+its engine start is a stage of its own, each task's share goes to its study's stage.
 
     python benchmarks/main_job.py [--cores 2] [--out FILE] [--keep DIR]
     python benchmarks/main_job.py --smoke    # one small job (the name table), seconds
@@ -37,13 +39,14 @@ STAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("inference: race prediction", re.compile(r"generate_(api_)?responses:race_prediction$")),
     ("inference: decision audit", re.compile(r"generate_(api_)?responses:decision_")),
+    ("inference: engine starts of the per-seed jobs", re.compile(r"generate_seed_responses")),
     (
         "set-up and prompts",
         re.compile(
             r"(prepare_|build_explicit|translate_|expand_|augment_|build_.*prompts|freeze_)"
         ),
     ),
-    ("parsing", re.compile(r"parse_responses")),
+    ("parsing", re.compile(r"parse_responses|copy_seed_responses")),
     ("decision analyses and figures", re.compile(r"decision|plant_|check_decision")),
     ("database", re.compile(r"build_database")),
     ("probing analyses, figures and export", re.compile(r".")),
@@ -51,8 +54,12 @@ STAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 _START = re.compile(r"^(?:local)?rule (\w+):$")
 _JOBID = re.compile(r"^\s+jobid: (\d+)$")
-_TASK = re.compile(r"^\s+wildcards: .*\btask=([\w-]+)")
+_WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
 _FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
+#: A per-seed inference job's log line where it starts a task.
+_SEED_TASK = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ \S+ \S+: task \d+ of \d+: ([\w-]+)$"
+)
 
 
 def parse_log(text: str) -> list[dict[str, Any]]:
@@ -66,17 +73,45 @@ def parse_log(text: str) -> list[dict[str, Any]]:
             stamp = datetime.datetime.strptime(match[1], "%a %b %d %H:%M:%S %Y").timestamp()
             current = None
         elif (match := _START.match(line)) and stamp is not None:
-            current = {"rule": match[1], "task": None, "start": stamp}
+            current = {"rule": match[1], "task": None, "wildcards": {}, "start": stamp}
         elif current is not None and (match := _JOBID.match(line)):
             jobs[match[1]] = current
-        elif current is not None and (match := _TASK.match(line)):
-            current["task"] = match[1]
+        elif current is not None and (match := _WILDCARDS.match(line)):
+            current["wildcards"] = dict(w.split("=", 1) for w in match[1].split(", "))
+            current["task"] = current["wildcards"].get("task")
         elif (match := _FINISHED.match(line)) and stamp is not None and match[1] in jobs:
             job = jobs.pop(match[1])
             finished.append({**job, "end": stamp, "seconds": stamp - job["start"]})
     if not finished:
         raise SystemExit("no finished job found in the Snakemake log: has its format changed?")
     return finished
+
+
+def split_seed_jobs(jobs: list[dict[str, Any]], workdir: Path) -> list[dict[str, Any]]:
+    """Each per-seed inference job as its engine start (up to its first task) and one job per
+    task, from the task lines of its log (logs/inference/<model>/seed<seed>.log)."""
+    out: list[dict[str, Any]] = []
+    for job in jobs:
+        if job["rule"] != "generate_seed_responses":
+            out.append(job)
+            continue
+        wildcards = job["wildcards"]
+        log = workdir / f"logs/inference/{wildcards['model']}/seed{wildcards['seed']}.log"
+        starts = [
+            (datetime.datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").timestamp(), m[2])
+            for m in map(_SEED_TASK.match, log.read_text().splitlines())
+            if m
+        ]
+        if not starts:
+            raise SystemExit(f"{log}: no task line: has the runner's log format changed?")
+        ends = [stamp for stamp, _ in starts[1:]] + [job["end"]]
+        out.append({**job, "end": starts[0][0], "seconds": starts[0][0] - job["start"]})
+        for (start, task), end in zip(starts, ends, strict=True):
+            out.append(
+                {"rule": "generate_responses", "task": task, "wildcards": wildcards}
+                | {"start": start, "end": end, "seconds": end - start}
+            )
+    return out
 
 
 def stage_of(job: dict[str, Any]) -> str:
@@ -133,9 +168,10 @@ def main() -> None:
         if done.returncode != 0:
             raise SystemExit(f"snakemake failed:\n{done.stderr[-4000:]}")
         log = max((clone / ".snakemake/log").glob("*.snakemake.log"))
-        jobs = parse_log(log.read_text())
+        finished = parse_log(log.read_text())
+        jobs = split_seed_jobs(finished, clone)
     results["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
-    results["jobs"] = len(jobs)
+    results["jobs"] = len(finished)
     results["stages"] = stages(jobs)
     results["inference_jobs"] = [
         {"task": j["task"], "seconds": j["seconds"]}

@@ -22,12 +22,22 @@ HELPERS = {"common.py", "readme.py"}
 SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py") if p.name not in HELPERS)
 
 
-def _readme_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("benchmarks_readme", BENCHMARKS / "readme.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def _benchmark_module(name: str) -> ModuleType:
+    sys.path.insert(0, str(BENCHMARKS))  # the benchmarks import their common.py
+    try:
+        spec = importlib.util.spec_from_file_location(
+            f"benchmarks_{name}", BENCHMARKS / f"{name}.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
     return module
+
+
+def _readme_module() -> ModuleType:
+    return _benchmark_module("readme")
 
 
 def test_the_benchmarks_are_found() -> None:
@@ -168,3 +178,68 @@ def test_run_info_and_the_smoke_path(tmp_path: Path, monkeypatch: pytest.MonkeyP
     )
     monkeypatch.setattr(common, "ROOT", tmp_path)  # not a git checkout
     assert common.run_info()["commit"] == "unknown"
+
+
+#: A Snakemake log of two jobs: the set-up, then one inference job for every task of a seed.
+SNAKEMAKE_LOG = """\
+[Mon Dec  7 17:00:00 2026]
+rule expand_prompts:
+    output: results/prompts/legal.parquet
+    jobid: 3
+    wildcards: task=legal
+    resources: tmpdir=/tmp
+[Mon Dec  7 17:00:04 2026]
+Finished jobid: 3 (Rule: expand_prompts)
+[Mon Dec  7 17:00:05 2026]
+rule generate_seed_responses:
+    output: results/responses_per_seed/smollm2-135m/seed0
+    log: logs/inference/smollm2-135m/seed0.log
+    jobid: 7
+    wildcards: model=smollm2-135m, seed=0
+    threads: 2
+[Mon Dec  7 17:01:45 2026]
+Finished jobid: 7 (Rule: generate_seed_responses)
+[Mon Dec  7 17:01:46 2026]
+localrule copy_seed_responses:
+    jobid: 9
+    wildcards: model=smollm2-135m, seed=0, task=legal, shard=0
+[Mon Dec  7 17:01:47 2026]
+Finished jobid: 9 (Rule: copy_seed_responses)
+"""
+#: The seed job's own log: its engine start, then its two tasks.
+SEED_LOG = """\
+2026-12-07 17:00:06,120 INFO cueaudit.inference.runner: decoding (config over the model's defaults)
+2026-12-07 17:00:13,500 INFO cueaudit.inference.runner: task 1 of 2: legal
+2026-12-07 17:00:13,600 INFO cueaudit.inference.runner: model calls: 24, cache hits: 0
+2026-12-07 17:01:13,900 INFO cueaudit.inference.runner: task 2 of 2: decision_rate_text
+"""
+
+
+def test_the_main_job_splits_a_seed_job_at_its_tasks(tmp_path: Path) -> None:
+    """A per-seed inference job (config/config.yaml's way) counts as its engine start plus
+    one share per task, each in its study's stage; the job count stays Snakemake's."""
+    main_job = _benchmark_module("main_job")
+    jobs = main_job.parse_log(SNAKEMAKE_LOG)
+    assert [(j["rule"], j["seconds"]) for j in jobs] == [
+        ("expand_prompts", 4.0),
+        ("generate_seed_responses", 100.0),
+        ("copy_seed_responses", 1.0),
+    ]
+    log = tmp_path / "logs/inference/smollm2-135m/seed0.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(SEED_LOG)
+    split = main_job.split_seed_jobs(jobs, tmp_path)
+    shares = [(j["rule"], j["task"], j["seconds"]) for j in split if "generate" in j["rule"]]
+    assert shares == [
+        ("generate_seed_responses", None, 8.0),  # 17:00:05 to the first task line
+        ("generate_responses", "legal", 60.0),
+        ("generate_responses", "decision_rate_text", 32.0),  # to the job's end
+    ]
+    stages = main_job.stages(split)
+    assert stages["inference: probing advice tasks"]["job_seconds"] == 60.0
+    assert stages["inference: decision audit"]["job_seconds"] == 32.0
+    assert stages["inference: engine starts of the per-seed jobs"]["jobs"] == 1
+    assert stages["parsing"]["jobs"] == 1  # the copied shard
+    log.write_text("2026-12-07 17:00:06,120 INFO cueaudit.inference.runner: no task line\n")
+    with pytest.raises(SystemExit, match="no task line"):
+        main_job.split_seed_jobs(jobs, tmp_path)
