@@ -240,7 +240,11 @@ def frames_of(rows: pl.DataFrame, points: str = POINTS_RULES[0]) -> AnalysisFram
 
 
 def load_frames(con: duckdb.DuckDBPyConnection, points: str = POINTS_RULES[0]) -> AnalysisFrames:
-    """The three frames of the ``decision_outcomes`` view of a connection."""
+    """The three frames of the ``decision_outcomes`` view of a connection, in answer order
+    (:data:`ANSWER_KEY`). A scan's order follows the order the answer files were written in:
+    the simulated plants draw row by row, so their tables changed with the order Snakemake
+    happened to run the inference jobs in."""
     if "decision_outcomes" not in {r[0] for r in con.sql("SHOW TABLES").fetchall()}:
         raise InputError("database", "no decision_outcomes view", "decision_outcomes")
-    return frames_of(con.sql("SELECT * FROM decision_outcomes").pl(), points)
+    order = ", ".join(ANSWER_KEY)
+    return frames_of(con.sql(f"SELECT * FROM decision_outcomes ORDER BY {order}").pl(), points)
