@@ -92,9 +92,12 @@ SMOLLM2_SPEC: dict[str, str] = {
 @pytest.fixture(scope="session")
 def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One model cache ($CUEAUDIT_MODEL_CACHE) for the test session, shared by its xdist
-    workers: the GGUF conversion (about 20-30 s) runs once, not in every workflow run."""
+    workers: the GGUF conversion (about 20-30 s) runs once, not in every workflow run. Where
+    the variable is set already (.ci/run sets it for all its groups), that folder."""
     base = tmp_path_factory.getbasetemp()
-    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "model-cache"
+    given = os.environ.get(MODEL_CACHE_ENV)
+    own = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "model-cache"
+    folder = Path(given) if given else own
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(MODEL_CACHE_ENV, str(folder))
         yield folder

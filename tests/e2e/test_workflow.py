@@ -22,8 +22,12 @@ TASKS = ("healthcare", "salary")
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     workdir = tmp_path_factory.mktemp("workflow")
-    # one re-answer per inference job: the determinism record's path, read below
-    write_config(workdir, tiny_config(decoding={"determinism_checks": 1}))
+    # one re-answer per inference shard: the determinism record's path, read below
+    config = tiny_config(decoding={"determinism_checks": 1})
+    # the main job's way (config/config.yaml): one inference job per seed answers every task
+    # and shard, so the engine starts twice, not eight times
+    config["models"]["smollm2-135m"]["inference_jobs"] = "per_seed"
+    write_config(workdir, config)
     return workdir
 
 
@@ -31,6 +35,8 @@ def test_workflow_end_to_end(finished_run: Path, run_snakemake: SnakemakeRunner)
     workdir = finished_run
     first = run_snakemake(workdir)
     assert "Finished" in first.stderr
+    seed_jobs = sorted(p.name for p in (workdir / "logs/inference/smollm2-135m").glob("*.log"))
+    assert seed_jobs == ["seed0.log", "seed1.log"]
 
     results = workdir / "results"
     for task in TASKS:

@@ -65,7 +65,8 @@ def both_engines_config() -> dict:
     # greedy: the engines must give the same answers; no re-answers (tests/unit checks them)
     config["decoding"] = {"temperature": 0, "determinism_checks": 0}
     config["models"] = {
-        HF: dict(SMOLLM2_SPEC, batch_size=16),
+        # one job for the six tasks, as the main job runs it: one engine start, not six
+        HF: dict(SMOLLM2_SPEC, batch_size=16, inference_jobs="per_seed"),
         VLLM: {**SMOLLM2_SPEC, "backend": "vllm", "vllm": {"kv_cache_gib": 1, "chunk_prompts": 64}},
     }
     return config
