@@ -77,8 +77,9 @@ def test_the_bare_slurm_profile_name_works_after_install(tmp_path: Path) -> None
         "Using profiles slurm and workflow specific profile profiles/default for setting "
         "default command line arguments." in log
     )
-    # the profile's settings reach the jobs: inference asks for the GPU partition
-    assert "rule generate_responses:" in log
+    # the profile's settings reach the jobs: inference (the default config's one job per
+    # seed) asks for the GPU partition
+    assert "rule generate_seed_responses:" in log
     assert "slurm_partition=gpu" in log and "gpu=1" in log
 
     # a second install finds its own copies and says so
