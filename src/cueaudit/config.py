@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
 import sys
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 import jsonschema
 import yaml
@@ -18,6 +20,10 @@ from cueaudit.inference.backends import BACKENDS
 from cueaudit.study import Study, enabled_studies
 
 log = logging.getLogger(__name__)
+
+#: The workflow's schemas in the checkout the library runs from (Snakemake puts its src/ first
+#: on the path); :func:`schema_defaults` reads them for blocks that were never validated.
+SCHEMA_DIR: Final = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
 
 
 def _is_integer(checker: Any, instance: Any) -> bool:
@@ -230,6 +236,20 @@ def validate_config(
         raise InputError("config", "invalid configuration:\n  " + "\n  ".join(problems))
     for warning in config_warnings(config):
         log.warning("%s", warning)
+
+
+@functools.cache
+def schema_defaults(schema_file: str, *keys: str) -> Mapping[str, Any]:
+    """The defaults validation fills into the object at ``keys`` of ``schema_file`` (a study's
+    block schema in :data:`SCHEMA_DIR`, and the keys below it): the one place code reads a
+    default from, for a block handed to it unvalidated (a test's, the planner's arm). Only the
+    object's own ``properties`` are read, not a ``$ref``'d one's."""
+    node: Mapping[str, Any] = yaml.safe_load((SCHEMA_DIR / schema_file).read_text("utf-8"))
+    for key in keys:
+        node = node["properties"][key]
+    properties = node.get("properties", {})
+    defaults = {name: sub["default"] for name, sub in properties.items() if "default" in sub}
+    return MappingProxyType(defaults)
 
 
 def config_warnings(config: Mapping[str, Any]) -> list[str]:

@@ -116,13 +116,21 @@ class _Walker:
         self.expanded: dict[str, str] = {}
 
     def resolve(self, schema: Schema, path: str) -> tuple[Schema, str | None]:
-        """``schema`` with its ``$ref`` followed (its own keys win), and the path where that
-        definition was first listed when it was listed before."""
+        """``schema`` with its ``$ref`` followed (its own keys win, and its own ``properties``
+        add to the definition's keys: ``decision.design`` gives their defaults), and the path
+        where that definition was first listed when it was listed before."""
         reference = schema.get("$ref")
         if reference is None:
             return schema, None
         name = str(reference).rpartition("/")[2]
-        merged = {**self.definitions[name], **{k: v for k, v in schema.items() if k != "$ref"}}
+        definition = self.definitions[name]
+        merged = {**definition, **{k: v for k, v in schema.items() if k != "$ref"}}
+        if "properties" in schema:
+            own = schema["properties"]
+            merged["properties"] = {
+                key: {**child, **own.get(key, {})}
+                for key, child in definition.get("properties", {}).items()
+            }
         first = self.expanded.setdefault(name, path)
         return merged, (first if first != path else None)
 

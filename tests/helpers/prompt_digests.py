@@ -24,7 +24,7 @@ from cueaudit.decision.analysis.simulation_settings import (
 from cueaudit.decision.build import write_decision_prompts
 from cueaudit.decision.design import EXPLORATORY_BUNDLE_TYPES
 from cueaudit.decision.design_settings import DesignSettings
-from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS
+from cueaudit.decision.formats import AID_DOMAIN
 from cueaudit.decision.tasks import PRIMARY, arm_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def fairfund_stimuli() -> Path | None:
 def _digests(settings: SimulationSettings, label: str, arms: set[str] | None) -> dict[str, list]:
     """The digests of the prompt tables the workflow's build writes for ``arms`` (all: None)."""
     designs = {
-        arm: {**design, "prompts": str(settings.path(design.get("prompts", DEFAULT_PROMPTS)))}
+        arm: {**design, "prompts": str(settings.path(DesignSettings.of(design).prompts))}
         for arm, (design, _) in settings.arms().items()
         if arms is None or arm in arms
     }

@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,8 @@ from cueaudit.config import (
     load_config_file,
     validate_config,
 )
+from cueaudit.decision import study as decision_study
+from cueaudit.decision.design_settings import DesignSettings
 from cueaudit.errors import InputError
 from cueaudit.studies import STUDIES
 
@@ -342,3 +345,23 @@ def test_a_key_given_twice_in_a_json_config_is_named_with_both_lines(tmp_path: P
         f"{path}: field 'probing.tasks': key 'tasks' given twice, at lines 4 and 5 (only the last "
         "one would count)"
     )
+
+
+def test_the_decision_design_defaults_live_in_the_schema() -> None:
+    """Validation fills every design setting of the pre-registered design from the schema
+    (the lock binds the design as it runs), and the library reads the same defaults for a
+    design it is handed unvalidated; an extension's design gets none of its own: it inherits
+    what it leaves out from the pre-registered design."""
+    config = default_config()
+    config["decision"]["design"] = {"paraphrases": 3}
+    config["decision"]["extensions"] = {
+        "lending": {"extension": True, "design": {"domains": ["lending"]}}
+    }
+    validate_config(config, SCHEMA, STUDIES)
+    design = config["decision"]["design"]
+    assert set(design) == {field.name for field in dataclasses.fields(DesignSettings)}
+    assert design["cues"] == ["name_pair"] and design["bundles_per_type"] == 24
+    assert DesignSettings.of(design) == DesignSettings.of({"paraphrases": 3})
+    assert config["decision"]["extensions"]["lending"]["design"] == {"domains": ["lending"]}
+    lending = decision_study.arms(config)["lending"]
+    assert lending["paraphrases"] == 3 and lending["domains"] == ["lending"]

@@ -44,6 +44,7 @@ from cueaudit.decision.design_settings import (
     DesignSettings,
     expected_counts,
     expected_counts_by_cue,
+    listed_cues,
 )
 from cueaudit.decision.formats import (
     AID_DOMAIN,
@@ -134,7 +135,7 @@ def _digest(table: pl.DataFrame) -> str:
 def hiring() -> dict[str, pl.DataFrame]:
     profiles, pairs, hobbies, neighbourhoods = _resources()
     design = {**HIRING, "cues": ALL_CUES}
-    resources = cue_resources([design], profiles, first_names=ROSENMAN)
+    resources = cue_resources(listed_cues([design]), profiles, first_names=ROSENMAN)
     tables = build_decision_prompts(
         profiles, pairs, hobbies, neighbourhoods, design, "cues", cue_resources=resources
     )
@@ -247,7 +248,9 @@ def test_template_check_of_the_cue_lines(tmp_path: Path) -> None:
 def _aid_tables(stimuli: Path) -> tuple[dict[str, pl.DataFrame], pl.DataFrame]:
     profiles, pairs, _, _ = _resources()
     profiles, appeals = with_aid(profiles, pairs, stimuli, [AID_DOMAIN])
-    resources = cue_resources([AID], profiles, first_names=ROSENMAN, dialect_cache=":memory:")
+    resources = cue_resources(
+        listed_cues([AID]), profiles, first_names=ROSENMAN, dialect_cache=":memory:"
+    )
     tables = build_decision_prompts(
         profiles, pairs, [], [], AID, "cues", appeals=appeals, cue_resources=resources
     )
@@ -573,7 +576,7 @@ def test_a_cue_subsample_that_lost_its_balance_fails_its_composition_check() -> 
 
 def test_cue_resources_come_only_for_the_cue_types_listed() -> None:
     profiles, *_ = _resources()
-    assert cue_resources([HIRING], profiles) == CueResources(None, None)
+    assert cue_resources(listed_cues([HIRING]), profiles) == CueResources(None, None)
     with pytest.raises(InputError, match="the first_name cue needs its names"):
         build_decision_prompts(*_resources(), {**HIRING, "cues": ["name_pair", "first_name"]})
 

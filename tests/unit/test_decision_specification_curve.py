@@ -31,7 +31,6 @@ from cueaudit.decision.analysis.simulation_settings import (
     SimulationSettings,
     config_settings,
 )
-from cueaudit.decision.formats import DEFAULT_PROMPTS
 from cueaudit.decision.preregistration import load_preregistration
 from cueaudit.errors import InputError
 from cueaudit.studies import STUDIES
@@ -408,7 +407,7 @@ def test_the_rule_is_in_the_workflows_dry_run(tmp_path: Path) -> None:
     for key, value in decision.items():
         if isinstance(value, str) and (ROOT / value).is_file():
             decision[key] = str(ROOT / value)
-    decision["design"]["prompts"] = str(ROOT / DEFAULT_PROMPTS)
+    decision["design"]["prompts"] = str(ROOT / decision["design"]["prompts"])
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),

@@ -27,8 +27,12 @@ from cueaudit.decision.demographic_checks import (
     check_profile_texts,
     check_wordings,
 )
-from cueaudit.decision.design_settings import DesignSettings, expected_counts_by_cue
-from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, load_prompt_resources
+from cueaudit.decision.design_settings import (
+    DesignSettings,
+    expected_counts_by_cue,
+    listed_cues,
+)
+from cueaudit.decision.formats import AID_DOMAIN, load_prompt_resources
 from cueaudit.decision.profiles import load_profiles, tier_counts
 from cueaudit.decision.prompts import build_decision_prompts
 from cueaudit.decision.tasks import arm_task
@@ -80,9 +84,8 @@ def write_decision_prompts(
     bundles pass the demographic check first."""
     profiles = load_profiles(profiles_path, profiles_format, strip_suffixes)  # type: ignore[arg-type]
     pairs = load_name_pairs(name_pairs_path)
-    listed = cue_types.first_name_list(
-        list(designs.values()), first_names_path or cue_types.DEFAULT_FIRST_NAMES
-    )
+    cues = listed_cues(designs.values())
+    listed = cue_types.first_name_list(cues, first_names_path or cue_types.DEFAULT_FIRST_NAMES)
     names = [*pairs["first"].to_list(), *pairs["last"].to_list(), *_drawn(listed, designs)]
     check = {
         "names": names,
@@ -91,16 +94,16 @@ def write_decision_prompts(
         "allowed": allowed_phrases,
     }
     for design in designs.values():  # before the profile check, which would blame a profile
-        _check_labels(names, name_pairs_path, design.get("prompts", DEFAULT_PROMPTS))
+        _check_labels(names, name_pairs_path, DesignSettings.of(design).prompts)
     check_profile_texts(profiles, **check)
     hobbies = check_attribute_list(hobbies_path, **check)
     neighbourhoods = check_attribute_list(neighbourhoods_path, **check)
-    for prompts in {design.get("prompts", DEFAULT_PROMPTS) for design in designs.values()}:
+    for prompts in {DesignSettings.of(design).prompts for design in designs.values()}:
         check_wordings(load_prompt_resources(prompts), **check)
     domains = {d for design in designs.values() for d in DesignSettings.of(design).domains}
     profiles, appeals = with_aid(profiles, pairs, fairfund_stimuli_path, sorted(domains))
     translated = None
-    if cue_types.uses(list(designs.values()), cue_types.DIALECT):
+    if cue_types.DIALECT in cues:
         translated = cue_types.translate_appeals(profiles, dialect or {})
     resources = cue_types.CueResources(listed, translated)
     files = {

@@ -52,7 +52,7 @@ one per text). A cue row's prompt id hashes the cue as well (the default's ids s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -323,31 +323,26 @@ def translate_appeals(
     )
 
 
-def uses(designs: Sequence[Mapping[str, Any]], cue: str) -> bool:
-    """Whether a design of ``designs`` lists the cue type."""
-    return any(cue in design.get("cues", DEFAULT_CUES) for design in designs)
-
-
 def first_name_list(
-    designs: Sequence[Mapping[str, Any]], path: str | Path = DEFAULT_FIRST_NAMES
+    cues: Collection[str], path: str | Path = DEFAULT_FIRST_NAMES
 ) -> pl.DataFrame | None:
     """The first-name list (:func:`cueaudit.cues.names.load_name_list`, errors naming the
-    file) when a design lists the ``first_name`` cue, else None."""
-    return load_name_list(path) if uses(designs, FIRST_NAME) else None
+    file) when ``cues`` (every arm's cue types) has ``first_name``, else None."""
+    return load_name_list(path) if FIRST_NAME in cues else None
 
 
 def cue_resources(
-    designs: Sequence[Mapping[str, Any]],
+    cues: Collection[str],
     profiles: pl.DataFrame,
     *,
     first_names: str | Path = DEFAULT_FIRST_NAMES,
     dialect: Mapping[str, Any] | None = None,
     dialect_cache: str | Path | None = None,
 ) -> CueResources:
-    """The resources the designs' cue types need: the first-name list when one lists
+    """The resources ``cues`` (every arm's cue types) need: the first-name list with
     ``first_name``, the aid appeals of ``profiles`` translated (:func:`translate_appeals`)
-    when one lists ``dialect``."""
+    with ``dialect``."""
     translated = None
-    if uses(designs, DIALECT):
+    if DIALECT in cues:
         translated = translate_appeals(profiles, dialect or {}, cache=dialect_cache)
-    return CueResources(first_name_list(designs, first_names), translated)
+    return CueResources(first_name_list(cues, first_names), translated)

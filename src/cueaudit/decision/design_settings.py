@@ -5,28 +5,35 @@ built (:func:`expected_counts`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
+from cueaudit.config import schema_defaults
 from cueaudit.decision import cue_signals as cue_types
 from cueaudit.decision import design, tiers
-from cueaudit.decision.formats import DEFAULT_PROMPTS, DOMAINS, PROFILE_DOMAINS
+from cueaudit.decision.formats import DOMAINS
 from cueaudit.decision.tasks import NAME_ASSIGNMENTS, PRIMARY, TASKS
 from cueaudit.errors import InputError
 
+#: The schema that holds every design key's default (:func:`design_defaults`).
+DESIGN_SCHEMA: Final = ("decision.schema.yaml", "design")
 
-def _integer(settings: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
-    value = settings.get(key, default)
+
+def design_defaults() -> Mapping[str, Any]:
+    """Each ``decision.design`` key's default, as the schema fills it in on validation."""
+    return schema_defaults(*DESIGN_SCHEMA)
+
+
+def _integer(settings: Mapping[str, Any], key: str, minimum: int) -> int:
+    value = settings[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InputError("decision settings", f"an integer of at least {minimum}", key)
     return value
 
 
-def _choices(
-    settings: Mapping[str, Any], key: str, known: Sequence[str], default: Sequence[str] = ()
-) -> tuple[str, ...]:
-    value = settings.get(key, list(default or known))
+def _choices(settings: Mapping[str, Any], key: str, known: Sequence[str]) -> tuple[str, ...]:
+    value = settings[key]
     if not isinstance(value, list | tuple) or not value:
         raise InputError("decision settings", f"a non-empty list of: {', '.join(known)}", key)
     unknown = [v for v in value if v not in known]
@@ -36,7 +43,7 @@ def _choices(
 
 
 def _choice(settings: Mapping[str, Any], key: str, known: Sequence[str]) -> str:
-    value = settings.get(key, known[0])
+    value = settings[key]
     if value not in known:
         raise InputError("decision settings", f"one of {', '.join(known)}, got {value!r}", key)
     return str(value)
@@ -47,8 +54,8 @@ def arm_designs(
 ) -> dict[str, dict[str, Any]]:
     """Arm -> design settings: the pre-registered ``design``, then each extension's (the
     pre-registered design with the keys of the extension's own ``design`` replaced), in the
-    order given. Defaults are applied when an arm's settings are read (:class:`DesignSettings`),
-    never filled in here: the lock binds the design as written."""
+    order given. A validated config's design has every key (the schema fills them in), so an
+    extension inherits each key it leaves out from the pre-registered one."""
     arms = {PRIMARY: dict(design)}
     for arm, own in extensions.items():
         arms[arm] = {**design, **own}
@@ -57,21 +64,22 @@ def arm_designs(
 
 @dataclass(frozen=True)
 class DesignSettings:
-    """The settings the prompt tables are built from (see :meth:`of` for the keys)."""
+    """The settings the prompt tables are built from (see :meth:`of` for the keys); the one
+    reader of a design's keys."""
 
-    prompts: str = DEFAULT_PROMPTS
-    seed: int = 0
-    domains: tuple[str, ...] = PROFILE_DOMAINS
-    tasks: tuple[str, ...] = tuple(TASKS)
-    paraphrases: int = 2
-    profiles_per_tier: int = 4
-    names_per_cell: int = 5
-    bundles_per_type: Mapping[str, int] = field(default_factory=lambda: design.bundle_sizes(24))
-    replicates: int = 1
-    probe_bundles: int = 24
-    tier_rule: str = tiers.DEFAULT_TIER_RULE
-    name_assignment: str = NAME_ASSIGNMENTS[0]
-    cues: tuple[str, ...] = cue_types.DEFAULT_CUES
+    prompts: str
+    seed: int
+    domains: tuple[str, ...]
+    tasks: tuple[str, ...]
+    paraphrases: int
+    profiles_per_tier: int
+    names_per_cell: int
+    bundles_per_type: Mapping[str, int]
+    replicates: int
+    probe_bundles: int
+    tier_rule: str
+    name_assignment: str
+    cues: tuple[str, ...]
 
     @property
     def crosses_profiles(self) -> bool:
@@ -88,31 +96,38 @@ class DesignSettings:
         """Read the keys ``prompts, seed, domains, tasks, paraphrases, profiles_per_tier,
         names_per_cell, bundles_per_type (an int or one per bundle type), replicates,
         probe_bundles, tier_rule`` (:mod:`cueaudit.decision.tiers`), ``name_assignment``,
-        ``cues`` (:mod:`cueaudit.decision.cue_signals`); other keys are ignored (they belong to
-        other parts of the study)."""
-        prompts = settings.get("prompts", DEFAULT_PROMPTS)
+        ``cues`` (:mod:`cueaudit.decision.cue_signals`), a key left out taking the schema's
+        default (:func:`design_defaults`); other keys are ignored (they belong to other parts
+        of the study)."""
+        values = {**design_defaults(), **settings}
+        prompts = values["prompts"]
         if not isinstance(prompts, str) or not prompts:
             raise InputError("decision settings", "a path", "prompts")
         return _checked_cues(
             cls(
                 prompts=prompts,
-                seed=_integer(settings, "seed", 0, 0),
-                domains=_choices(settings, "domains", DOMAINS, PROFILE_DOMAINS),
-                tasks=_choices(settings, "tasks", tuple(TASKS)),
-                paraphrases=_integer(settings, "paraphrases", 2, 1),
-                profiles_per_tier=_integer(settings, "profiles_per_tier", 4, 1),
-                names_per_cell=_integer(settings, "names_per_cell", 5, 1),
-                bundles_per_type=design.bundle_sizes(settings.get("bundles_per_type", 24)),
-                replicates=_integer(settings, "replicates", 1, 1),
-                probe_bundles=_integer(settings, "probe_bundles", 24, 0),
-                tier_rule=tiers.check_tier_rule(settings.get("tier_rule", tiers.DEFAULT_TIER_RULE)),
-                name_assignment=_choice(settings, "name_assignment", NAME_ASSIGNMENTS),
-                cues=cue_types.check_cues(settings.get("cues", list(cue_types.DEFAULT_CUES))),
+                seed=_integer(values, "seed", 0),
+                domains=_choices(values, "domains", DOMAINS),
+                tasks=_choices(values, "tasks", tuple(TASKS)),
+                paraphrases=_integer(values, "paraphrases", 1),
+                profiles_per_tier=_integer(values, "profiles_per_tier", 1),
+                names_per_cell=_integer(values, "names_per_cell", 1),
+                bundles_per_type=design.bundle_sizes(values["bundles_per_type"]),
+                replicates=_integer(values, "replicates", 1),
+                probe_bundles=_integer(values, "probe_bundles", 0),
+                tier_rule=tiers.check_tier_rule(values["tier_rule"]),
+                name_assignment=_choice(values, "name_assignment", NAME_ASSIGNMENTS),
+                cues=cue_types.check_cues(values["cues"]),
             )
         )
 
     def probed(self, bundle_type: str) -> int:
         return min(self.probe_bundles, self.bundles_per_type[bundle_type])
+
+
+def listed_cues(designs: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The cue types any of ``designs`` lists (the resources to load)."""
+    return {cue for settings in designs for cue in DesignSettings.of(settings).cues}
 
 
 def _checked_cues(cfg: DesignSettings) -> DesignSettings:

@@ -55,7 +55,6 @@ TITLE_VARIANTS: Final = 4
 PROBES: Final = ("choice", "free")
 #: The forced-choice option that names fairness or bias (its position is recorded per prompt).
 FAIRNESS_OPTION: Final = "Fairness"
-DEFAULT_PROMPTS: Final = "resources/decision/prompts.yaml"
 
 _FIELD_RE = re.compile(r"\{(\w+)\}")
 LAYOUT_FIELDS: Final = ("instruction", "body", "answer")
@@ -217,7 +216,7 @@ class _Reader:
         return {k: self.template(section[k], f"{path}.{k}", fields, required) for k in keys}
 
 
-def load_prompt_resources(path: str | Path = DEFAULT_PROMPTS) -> PromptResources:
+def load_prompt_resources(path: str | Path) -> PromptResources:
     """The prompts file, checked key by key: every domain, format and mode has its wording,
     every format at least two paraphrases, every template only its own fields and every field
     a prompt needs (the name, the candidate's label, the answer line, ...); no key twice."""

@@ -8,8 +8,8 @@ from typing import Any, Final
 
 from cueaudit.config import unknown_models
 from cueaudit.decision import cue_signals as cue_types
-from cueaudit.decision.design_settings import DesignSettings, arm_designs
-from cueaudit.decision.formats import AID_DOMAIN, DEFAULT_PROMPTS, PROFILE_DOMAINS
+from cueaudit.decision.design_settings import DesignSettings, arm_designs, listed_cues
+from cueaudit.decision.formats import AID_DOMAIN
 from cueaudit.decision.prompts import task_answers
 from cueaudit.decision.tasks import (
     MAX_NEW_TOKENS,
@@ -59,9 +59,7 @@ def arm_models(config: Mapping[str, Any], arm: str) -> list[str]:
 
 def runs_aid(config: Mapping[str, Any]) -> bool:
     """Whether an arm's design has the aid domain (FairFund-Bench's appeals)."""
-    return any(
-        AID_DOMAIN in design.get("domains", PROFILE_DOMAINS) for design in arms(config).values()
-    )
+    return any(AID_DOMAIN in design["domains"] for design in arms(config).values())
 
 
 def fairfund_stimuli(config: Mapping[str, Any]) -> list[str]:
@@ -152,7 +150,7 @@ def _cue_problems(config: Mapping[str, Any]) -> Iterator[str]:
     cue type an arm cannot show (dialect outside the aid domain, bundles without a four-race
     cue) is refused naming the key that lists it."""
     decision = config["decision"]
-    listed = decision["design"].get("cues", list(cue_types.DEFAULT_CUES))
+    listed = decision["design"]["cues"]
     others = [c for c in listed if c != cue_types.NAME_PAIR]
     if others:
         yield (
@@ -176,20 +174,18 @@ def _cue_problems(config: Mapping[str, Any]) -> Iterator[str]:
 def cue_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     """What the prompt tables read for the cue types beyond name pairs: the first-name list
     and the dialect translator, each only when an arm lists its cue type (else nothing)."""
-    designs = list(arms(config).values())
+    listed = listed_cues(arms(config).values())
     settings: dict[str, Any] = {}
-    if cue_types.uses(designs, cue_types.FIRST_NAME):
-        settings["first_names"] = config["decision"].get(
-            "first_names", cue_types.DEFAULT_FIRST_NAMES
-        )
-    if cue_types.uses(designs, cue_types.DIALECT):
-        settings["dialect"] = config["decision"].get("dialect", {})
+    if cue_types.FIRST_NAME in listed:
+        settings["first_names"] = config["decision"]["first_names"]
+    if cue_types.DIALECT in listed:
+        settings["dialect"] = config["decision"]["dialect"]
     return settings
 
 
 def _confounded_problems(decision: Mapping[str, Any]) -> Iterator[str]:
     """The confounded construction is a named extension, never the pre-registered design."""
-    assignment = decision["design"].get("name_assignment", NAME_ASSIGNMENTS[0])
+    assignment = decision["design"]["name_assignment"]
     if assignment != NAME_ASSIGNMENTS[0]:
         yield (
             f"config key decision.design.name_assignment: {assignment} ties race to the "
@@ -224,11 +220,8 @@ def paired_arms(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def name_assignments(config: Mapping[str, Any]) -> dict[str, str]:
-    """Arm -> its Rate / Decide name assignment (``crossed`` unless the design says so)."""
-    return {
-        arm: design.get("name_assignment", NAME_ASSIGNMENTS[0])
-        for arm, design in arms(config).items()
-    }
+    """Arm -> its Rate / Decide name assignment."""
+    return {arm: design["name_assignment"] for arm, design in arms(config).items()}
 
 
 def resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -245,8 +238,7 @@ def resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "decision.fairfund_published", path
     if "first_names" in cue_settings(config):
         yield "decision.first_names", cue_settings(config)["first_names"]
-    if "prompts" in decision.get("design", {}):
-        yield "decision.design.prompts", decision["design"]["prompts"]
+    yield "decision.design.prompts", decision["design"]["prompts"]
     for arm, block in (decision.get("extensions") or {}).items():
         if "prompts" in block.get("design", {}):
             yield f"decision.extensions.{arm}.design.prompts", block["design"]["prompts"]
@@ -254,7 +246,7 @@ def resource_paths(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 
 def prompt_resources(config: Mapping[str, Any]) -> list[str]:
     """The prompt wording files of every arm."""
-    return sorted({design.get("prompts", DEFAULT_PROMPTS) for design in arms(config).values()})
+    return sorted({design["prompts"] for design in arms(config).values()})
 
 
 STUDY: Final = Study(

@@ -2,7 +2,6 @@
 # inference tasks (each waiting for the pre-registration lock), its tables go into the database.
 
 from cueaudit.decision import study as decision_study  # noqa: E402
-from cueaudit.decision.formats import DEFAULT_PROMPTS  # noqa: E402
 from cueaudit.decision.preregistration import load_preregistration  # noqa: E402
 from cueaudit.decision.tasks import PRIMARY  # noqa: E402
 from cueaudit.decision.design_settings import expected_counts, tier_summary  # noqa: E402
@@ -78,7 +77,7 @@ def decision_arm_models(arm):
 def decision_registered_files():
     """Role -> path of every stimulus file the pre-registration lock binds."""
     files = {role: decision_config()[role] for role in REGISTERED_FILES}
-    return files | {"prompts": decision_design().get("prompts", DEFAULT_PROMPTS)}
+    return files | {"prompts": decision_design()["prompts"]}
 
 
 def decision_registered_design():
@@ -210,7 +209,7 @@ DECISION_INPUTS = {
     "outcomes": lambda: all_outcome_tables(decision_task_names()),
     "prompts": lambda: decision_prompt_tables(),
     "published": lambda: decision_fairfund_published(),
-    "design_prompts": lambda: decision_design().get("prompts", DEFAULT_PROMPTS),
+    "design_prompts": lambda: decision_design()["prompts"],
 }
 DECISION_PARAMS = {
     "tasks": lambda: decision_task_names(),

@@ -122,7 +122,8 @@ from cueaudit.decision.analysis.simulation_settings import (
 )
 from cueaudit.decision.cue_signals import CUE_TYPES, cue_resources, is_cue_signal
 from cueaudit.decision.design import BUNDLE_SIZE, RACES
-from cueaudit.decision.formats import DEFAULT_PROMPTS, load_prompt_resources
+from cueaudit.decision.design_settings import DesignSettings
+from cueaudit.decision.formats import load_prompt_resources
 from cueaudit.decision.profiles import load_attribute_list, load_profiles
 from cueaudit.decision.prompts import build_decision_prompts, explode_candidates
 from cueaudit.decision.tasks import task_spec
@@ -164,12 +165,13 @@ def build_design(settings: SimulationSettings) -> SimulationDesign:
     pairs = load_name_pairs(settings.path(settings.name_pairs))
     hobbies = load_attribute_list(settings.path(settings.hobbies))
     neighbourhoods = load_attribute_list(settings.path(settings.neighbourhoods))
-    domains = {d for design, _ in settings.arms().values() for d in design.get("domains", ())}
+    designs = [DesignSettings.of(design) for design, _ in settings.arms().values()]
+    domains = {d for design in designs for d in design.domains}
     stimuli = settings.fairfund_stimuli and settings.path(settings.fairfund_stimuli)
     profiles, appeals = with_aid(profiles, pairs, stimuli or None, sorted(domains))
     cache = settings.dialect.get("cache")
     resources = cue_resources(
-        [design for design, _ in settings.arms().values()],
+        {cue for design in designs for cue in design.cues},
         profiles,
         first_names=settings.path(settings.first_names),
         dialect=settings.dialect,
@@ -181,7 +183,7 @@ def build_design(settings: SimulationSettings) -> SimulationDesign:
     arms = []
     signals: set[str] = set()
     for arm, (design, models) in settings.arms().items():
-        design = {**design, "prompts": str(settings.path(design.get("prompts", DEFAULT_PROMPTS)))}
+        design = {**design, "prompts": str(settings.path(DesignSettings.of(design).prompts))}
         tables = build(design, arm, cue_resources=resources)
         labels = probe_labels(design["prompts"])
         arms.append(_arm_design(arm, models, tables, labels))
@@ -650,7 +652,7 @@ def simulate_like(
         models,
         seed,
     )
-    labels = probe_labels(settings.path(settings.design.get("prompts", DEFAULT_PROMPTS)))
+    labels = probe_labels(settings.path(DesignSettings.of(settings.design).prompts))
     arms = sorted(set().union(*(set(f["arm"].drop_nulls()) for f in rows.values())))
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in SCHEMAS}
     for arm in arms:
