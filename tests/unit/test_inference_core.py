@@ -21,6 +21,7 @@ TOOL = Tool.of("submit_ranking", "Submit the ranks.", SCHEMA)
         ('{"ranks": [1,', '{"ranks": [1,'),  # malformed (cut at the token limit)
         ("[1, 2]", "[1, 2]"),  # JSON, but not an object
         (None, ""),  # no arguments
+        ("[" * 5000 + "]" * 5000, "[" * 5000 + "]" * 5000),  # too deep to decode: as written
     ],
 )
 def test_tool_arguments_are_a_json_object_or_the_raw_text(raw: Any, want: Any) -> None:

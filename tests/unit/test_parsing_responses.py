@@ -112,6 +112,51 @@ def test_failures_keep_their_reason_whatever_the_source() -> None:
     assert out["tie"].to_list() == [None, None, None, None, False]
 
 
+def test_an_unreadable_answer_fails_alone_with_its_reason() -> None:
+    """Answers nested tens of thousands of brackets deep (in a tool call, in its argument
+    string, in a constrained JSON completion, in text) and an answer of a megabyte are each a
+    failure of that answer with its reason; the shard's other answers parse."""
+    deep = "[" * 20_000 + "]" * 20_000
+    deep_objects = '{"rating": ' * 5_000 + "4" + "}" * 5_000
+    argument_string = json.dumps(deep)  # the arguments as a JSON string holding the nesting
+    rows = {
+        "tool_call": (
+            "",
+            canonical_json([{"name": "submit_rating", "arguments": {"rating": 4}}])[:-2]
+            + ', "extra": '
+            + deep
+            + "}]",
+            True,
+        ),
+        "argument_string": (
+            "",
+            '[{"name": "submit_rating", "arguments": ' + argument_string + "}]",
+            True,
+        ),
+        "json": (deep_objects, None, True),
+        "text": ("My rating: " + deep_objects, None, False),
+        "long": ("4 " * 500_000, None, False),
+        "fine": ("4", None, False),
+    }
+    completion, tool_calls, constrained = (list(c) for c in zip(*rows.values(), strict=True))
+    table = parse_responses(
+        responses(len(rows), completion=completion, tool_calls=tool_calls, constrained=constrained),
+        "rating",
+    )
+    reasons = dict(zip(rows, table["parse_error"], strict=True))
+    assert reasons == {
+        "tool_call": "too_deep",
+        "argument_string": "too_deep",
+        "json": "too_deep",
+        "text": "too_deep",
+        "long": "too_long",
+        "fine": None,
+    }
+    assert table["answer"].to_list()[-1] == 4
+    assert set(table["answer_source"]) == {"tool_call", "json", "text"}
+    assert {"too_deep", "too_long"} <= set(get_kind("rating").reasons)
+
+
 def test_outcome_tables_have_the_common_columns_then_the_kinds() -> None:
     for kind in ("binary", "usd", "race", "label", "rating", "ranking"):
         out = parse_responses(responses(2, completion=["Yes", "4"]), kind)

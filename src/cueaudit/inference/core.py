@@ -302,13 +302,14 @@ class ToolCall:
 def tool_arguments(raw: Any) -> dict[str, Any] | str:
     """A tool call's arguments: the JSON object ``raw`` holds (an object already parsed passes
     through), else the raw text (None as ""): malformed JSON, a JSON value that is not an
-    object, and JSON inside other text are kept as written for the parser to judge."""
+    object, JSON inside other text and JSON nested too deep to decode are kept as written for
+    the parser to judge."""
     if isinstance(raw, dict):
         return raw
     text = "" if raw is None else str(raw)
     try:
         parsed = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return text
     return parsed if isinstance(parsed, dict) else text
 

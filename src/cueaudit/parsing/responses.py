@@ -21,6 +21,7 @@ import polars as pl
 
 from cueaudit.errors import InputError
 from cueaudit.io import write_parquet
+from cueaudit.parsing import structured
 from cueaudit.parsing.kinds import OutcomeKind, Parsed, get_kind
 
 #: Columns of every outcome table, before the kind's own columns.
@@ -48,7 +49,23 @@ def outcome_schema(kind: str, settings: Mapping[str, Any] | None = None) -> dict
 def read_answer(
     kind: OutcomeKind, completion: str | None, tool_calls: str | None, constrained: bool
 ) -> tuple[str, Parsed]:
-    """The answer's source and what the kind reads from it (rules in the module docstring)."""
+    """The answer's source and what the kind reads from it (rules in the module docstring).
+    An answer too long or too deeply nested to read (:func:`structured.unreadable`) is a
+    failure of that answer alone, with its reason."""
+    calls = tool_calls is not None and tool_calls.strip() != "[]"
+    source = "tool_call" if calls else "json" if constrained else "text"
+    reason = structured.unreadable(tool_calls) or structured.unreadable(completion)
+    if reason is not None:
+        return source, Parsed(reason=reason)
+    try:
+        return _read(kind, completion, tool_calls, constrained)
+    except RecursionError:  # nesting the bracket count missed (brackets in broken strings)
+        return source, Parsed(reason="too_deep")
+
+
+def _read(
+    kind: OutcomeKind, completion: str | None, tool_calls: str | None, constrained: bool
+) -> tuple[str, Parsed]:
     if tool_calls is not None:
         try:
             calls = json.loads(tool_calls)

@@ -13,10 +13,42 @@ REASONS: Final = {
     "invalid_value": "the answer's field has the wrong type or a value outside the schema",
     "wrong_tool": "the model called tools, but not the answer's tool",
     "several_tool_calls": "the model called the answer's tool more than once",
+    "too_long": "the answer is longer than MAX_ANSWER_CHARS characters (it is not read)",
+    "too_deep": "the answer nests JSON brackets deeper than MAX_JSON_DEPTH (it is not read)",
 }
+#: The longest answer read: about 25,000 tokens, six times the longest answer a task may ask
+#: for (max_new_tokens 4096). Longer ones are not read, so that no answer costs seconds.
+MAX_ANSWER_CHARS: Final = 100_000
+#: The deepest JSON nesting read. A tool call's arguments are 3 levels deep; Python's JSON
+#: decoder recurses per level and would stop the parsing job on an answer of thousands.
+MAX_JSON_DEPTH: Final = 32
+_JSON_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKETS: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 _FENCE_RE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL | re.IGNORECASE)
 _DECODER: Final = json.JSONDecoder()
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of JSON brackets in ``text``, brackets inside JSON strings aside."""
+    depth = deepest = 0
+    for char in _JSON_STRING_RE.sub("", text):
+        step = _BRACKETS.get(char)
+        if step is not None:
+            depth = max(0, depth + step)
+            deepest = max(deepest, depth)
+    return deepest
+
+
+def unreadable(answer: str | None) -> str | None:
+    """Why an answer is not read at all (``too_long``, ``too_deep``), else None."""
+    if answer is None:
+        return None
+    if len(answer) > MAX_ANSWER_CHARS:
+        return "too_long"
+    if nesting_depth(answer) > MAX_JSON_DEPTH:
+        return "too_deep"
+    return None
 
 
 def loads_object(text: str) -> dict[str, Any] | None:
