@@ -47,9 +47,16 @@ def with_afb(config: dict[str, Any]) -> dict[str, Any]:
 
 def slice_config() -> dict[str, Any]:
     """Lending (tiers 5 / 5 / 2) under the overlay's tier rule, three profiles per tier at most:
-    3 / 3 / 2 profiles under one name pair per race x gender."""
+    3 / 3 / 2 profiles under one name pair per race x gender; half the tiny design's rankings
+    (AgentFairBench's profiles are long, and each ranking shows four): the matched demographic
+    bundles and the disguised placebo ones, which the position model reads."""
     config = with_afb(decision_config())
-    config["decision"]["design"] |= {"domains": ["lending"], "profiles_per_tier": 3, "tasks": TASKS}
+    config["decision"]["design"] |= {
+        "domains": ["lending"],
+        "profiles_per_tier": 3,
+        "tasks": TASKS,
+        "bundles_per_type": {"demographic_matched": 4, "disguised_placebo": 12},
+    }
     return config
 
 
@@ -79,8 +86,8 @@ def test_the_slice_runs_end_to_end_with_the_counts_it_printed(
         == expected_counts(design, tiers)
         == {
             "decision_rate_text": 8 * 8,
-            "decision_rank_json": 32,
-            "decision_probe_choice": 16,
+            "decision_rank_json": 16,
+            "decision_probe_choice": 8,
         }
     )
     assert (

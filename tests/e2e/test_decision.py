@@ -82,7 +82,12 @@ def decision_config(profiles_per_tier: int = 1) -> dict:
     }
     return {
         "cues": {},
-        "models": tiny_config()["models"],
+        # one inference job per seed answers every task, as the main job does: the engine
+        # starts once per run, not once per task
+        "models": {
+            name: {**model, "inference_jobs": "per_seed"}
+            for name, model in tiny_config()["models"].items()
+        },
         "seeds": [0],
         "decoding": tiny_config()["decoding"],
         "decision": {
@@ -95,8 +100,13 @@ def decision_config(profiles_per_tier: int = 1) -> dict:
 
 
 def calls(workdir: Path, task: str) -> tuple[int, int]:
-    found = CALLS.findall((workdir / f"logs/inference/smollm2-135m/seed0/{task}/0.log").read_text())
-    return int(found[-1][0]), int(found[-1][1])
+    """The model calls and cache hits of ``task`` in the seed job's last run (its log says
+    "task i of n: <task>" before each task's lines)."""
+    log = (workdir / "logs/inference/smollm2-135m/seed0.log").read_text()
+    sections = re.split(r"task \d+ of \d+: (\S+)\n", log)
+    lines = [CALLS.findall(sections[i + 1]) for i, name in enumerate(sections) if name == task]
+    assert lines and lines[-1], f"no model-call line for {task} in the seed log"
+    return int(lines[-1][-1][0]), int(lines[-1][-1][1])
 
 
 @pytest.fixture(scope="module")
