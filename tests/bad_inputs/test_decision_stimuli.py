@@ -1,12 +1,13 @@
 """Decision-audit stimuli and answers that would silently lose or carry a cue, and a lock
 that must not be rebuilt: the exact message of each, with nothing under ``results/`` changed.
 
-Cases by category (26):
+Cases by category (28):
 
 - prompt tables built from the stimuli (``cueaudit.decision.build.write_decision_prompts``,
   written under ``results/``): attribute lists with a cue 3, profiles with a plural group
-  noun 1, name pairs with a control character or a candidate label 2, a title-line wording
-  with a cue 1, too few stimuli for the design 2: 9
+  noun or one in look-alike letters 2, name pairs with a control character or a candidate
+  label (also in full-width letters) 3, a title-line wording with a cue 1, too few stimuli
+  for the design 2: 11
 - prompt templates without the field they must show
   (``cueaudit.decision.formats.load_prompt_resources``): 7
 - the lock (``cueaudit.decision.preregistration.freeze``): damaged 3, missing once answers
@@ -113,6 +114,18 @@ BUILD_CASES = [
         edited("profiles.jsonl", FIRST_TEXT[:40], "Serves Hispanics. " + FIRST_TEXT[:40]),
     ),
     Case(
+        "profile-with-a-look-alike-group-noun",
+        build,
+        "profile hiring-01: field 'text': contains the demographic term "
+        "'\u041d\u0456spanics', written with look-alike characters for 'Hispanics'",
+        # Cyrillic En and Byelorussian-Ukrainian I
+        edited(
+            "profiles.jsonl",
+            FIRST_TEXT[:40],
+            "Serves \u041d\u0456spanics. " + FIRST_TEXT[:40],
+        ),
+    ),
+    Case(
         "name-with-a-newline",
         build,
         "{in}/pairs.csv: field 'first': line "
@@ -133,6 +146,13 @@ BUILD_CASES = [
         "{in}/pairs.csv: field 'first': the name 'A' is also a candidate label of "
         "{in}/prompts.yaml: rename the pair or the labels",
         edited("pairs.csv", PAIR, PAIR.replace("Latoya", "A")),
+    ),
+    Case(
+        "name-equal-to-a-candidate-label-in-full-width",
+        build,
+        "{in}/pairs.csv: field 'first': the name '\uff21' is also a candidate label of "
+        "{in}/prompts.yaml: rename the pair or the labels",
+        edited("pairs.csv", PAIR, PAIR.replace("Latoya", "\uff21")),
     ),
     Case(
         "title-wording-with-a-demographic-term",

@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from cueaudit.cues.lookalikes import fold, fold_text
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.cues.names import load_name_lists
 from cueaudit.decision.demographic_checks import (
@@ -83,6 +84,52 @@ def test_profile_check_names_profile_and_token(text: str, kind: str, token: str)
     message = str(err.value)
     assert "profile hiring-99" in message and f"{kind} {token!r}" in message
     assert err.value.field == "text"
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "written", "reads_as"),
+    [
+        # a group noun with a Cyrillic A (U+0410)
+        ("Led the \u0410frican American employee network.", "demographic term",
+         "\u0410frican American", "African American"),
+        # a name in full-width letters
+        ("References from the \uff2e\uff47\uff55\uff59\uff45\uff4e firm.", "name",
+         "\uff2e\uff47\uff55\uff59\uff45\uff4e", "Nguyen"),
+        # a Greek capital eta inside a term, and a zero-width space inside a name
+        ("Mentored a \u0397ispanic student group.", "demographic term", "\u0397ispanic",
+         "Hispanic"),
+        ("Was referred by Ngu\u200byen.", "name", "Ngu\u200byen", "Nguyen"),
+        # an accent added to a pronoun
+        ("The candidate says sh\u00e9 led a team.", "pronoun", "sh\u00e9", "she"),
+    ],
+)  # fmt: skip
+def test_look_alike_characters_cannot_hide_a_signal(
+    text: str, kind: str, written: str, reads_as: str
+) -> None:
+    """The check reads the text folded (cueaudit.cues.lookalikes) and names the token as
+    written, with what it reads as; the prompt keeps the original text."""
+    found = find_demographic_cues([("x", "text", text)], names=NAMES, terms_path=TERMS)
+    assert [(f.kind, f.token, f.reads_as) for f in found] == [(kind, written, reads_as)]
+    with pytest.raises(InputError) as err:
+        check_profile_texts(_one(text), names=NAMES, terms_path=TERMS)
+    assert f"look-alike characters for {reads_as!r}" in str(err.value)
+
+
+def test_look_alike_folding_leaves_ascii_and_other_scripts_alone() -> None:
+    """ASCII is never changed (rn is not m, I is not l), so ordinary text does not newly
+    match; a letter with no Latin look-alike stays as written."""
+    assert fold_text("Burns, Illinois, modern") == "Burns, Illinois, modern"
+    assert fold_text("\u0416") == "\u0416"  # Cyrillic Zhe: no Latin look-alike
+    folded = fold("a \uff22lack")
+    assert folded.text == "a Black" and folded.original(2, 7) == "\uff22lack"
+    assert (
+        find_demographic_cues(
+            [("x", "text", "Managed a modern warehouse in Illinois.")],
+            names=NAMES,
+            terms_path=TERMS,
+        )
+        == []
+    )
 
 
 def test_common_word_rule_and_abbreviations_pass() -> None:

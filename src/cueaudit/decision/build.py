@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from cueaudit.cues.lookalikes import fold_text
 from cueaudit.cues.name_pairs import load_name_pairs
 from cueaudit.decision import cue_signals as cue_types
 from cueaudit.decision.aid import with_aid
@@ -195,8 +196,9 @@ def _naming_the_file(error: InputError, files: Mapping[str, str | Path]) -> Inpu
 
 def _check_labels(names: Sequence[str], name_pairs_path: str | Path, prompts: str) -> None:
     """A name equal to a candidate label ("A") would read as a label in every ranking."""
-    labels = {label.casefold() for label in load_prompt_resources(prompts).candidate_labels}
-    clash = sorted({n for n in names if n.casefold() in labels})
+    resources = load_prompt_resources(prompts)
+    labels = {fold_text(label).casefold() for label in resources.candidate_labels}
+    clash = sorted({n for n in names if fold_text(n).casefold() in labels})
     if clash:
         raise InputError(
             str(name_pairs_path),

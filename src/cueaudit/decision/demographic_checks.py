@@ -10,6 +10,11 @@ at the start of a sentence. So "a quiet street near the park" and "Long waits ..
 the list is kept short and explicit so that the gap stays small and visible, rather than
 guessed from a dictionary that also holds most names. The honorifics Mr, Mrs, Ms, Miss and Mx
 match only as written (capitalised), so the degree "MS" and "ms" (milliseconds) pass.
+
+Texts, names, terms and phrases are compared folded (:mod:`cueaudit.cues.lookalikes`): a term
+written with a Cyrillic letter, in full-width forms or with an invisible character inside is
+found, and reported as written. Names outside the lists and institutions that code race are
+not: that judgement stays the user's.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any, Final
 
 import polars as pl
 
+from cueaudit.cues.lookalikes import fold, fold_text
 from cueaudit.decision.formats import PromptResources, title_variant_texts
 from cueaudit.decision.profiles import load_terms, read_list
 from cueaudit.errors import InputError
@@ -43,12 +49,14 @@ COMMON_WORD_NAMES: Final = frozenset(_COMMON_WORDS.split())
 
 @dataclass(frozen=True)
 class Finding:
-    """One demographic cue found: where (label and field), what kind, and the token as written."""
+    """One demographic cue found: where (label and field), what kind, the token as written and,
+    when it is written with look-alike characters, what it reads as."""
 
     label: str
     field: str
     kind: str
     token: str
+    reads_as: str | None = None
 
 
 def _phrase_pattern(phrase: str) -> str:
@@ -80,8 +88,9 @@ class _Checker:
         common: frozenset[str],
         allowed: Sequence[str] = (),
     ) -> None:
-        cues = [c for c in cues if c.strip()]
-        allowed = sorted((a for a in allowed if a.strip()), key=len, reverse=True)
+        names, terms = [fold_text(n) for n in names], [fold_text(t) for t in terms]
+        cues = [fold_text(c) for c in cues if c.strip()]
+        allowed = sorted((fold_text(a) for a in allowed if a.strip()), key=len, reverse=True)
         self.allowed = (
             re.compile("|".join(_cue_pattern(a) for a in allowed), re.IGNORECASE)
             if allowed
@@ -117,15 +126,22 @@ class _Checker:
             self.common_re = None
 
     def find(self, label: str, field: str, text: str) -> Iterator[Finding]:
+        folded = fold(text)
+        text = folded.text
         if self.allowed is not None:  # an allowed phrase is no signal, whatever it contains
             text = self.allowed.sub(lambda m: " " * len(m.group(0)), text)
+
+        def finding(kind: str, m: re.Match[str]) -> Finding:
+            written = folded.original(m.start(), m.end())
+            return Finding(label, field, kind, written, None if written == m[0] else m[0])
+
         for kind, pattern in self.patterns:
             for m in pattern.finditer(text):
-                yield Finding(label, field, kind, m.group(0))
+                yield finding(kind, m)
         if self.common_re is not None:
             for m in self.common_re.finditer(text):
                 if m.group(0)[0].isupper() and not _sentence_start(text, m.start()):
-                    yield Finding(label, field, "name (capitalised common word)", m.group(0))
+                    yield finding("name (capitalised common word)", m)
 
 
 def find_demographic_cues(
@@ -149,8 +165,13 @@ def _raise_findings(findings: Sequence[Finding], what: str) -> None:
         return
     first = findings[0]
     more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+    disguised = (
+        f", written with look-alike characters for {first.reads_as!r}" if first.reads_as else ""
+    )
     raise InputError(
-        f"{what} {first.label}", f"contains the {first.kind} {first.token!r}{more}", first.field
+        f"{what} {first.label}",
+        f"contains the {first.kind} {first.token!r}{disguised}{more}",
+        first.field,
     )
 
 
