@@ -36,6 +36,8 @@ NAME_PAIR_SCHEMA: Final = {
     "source": pl.String,
 }
 ELDER_HAYES_SOURCE: Final = "elder_hayes_2023"
+#: The longest first, last or full name accepted (the shipped pairs' longest full name is 19).
+MAX_NAME_CHARS: Final = 60
 
 
 def pair_id(race: str, gender: str, rank: int) -> str:
@@ -81,6 +83,13 @@ def load_name_pairs(
             if not rec[field]:
                 raise fail(f"empty {field}", field)
         for field in ("first", "last", "full_name"):
+            if len(rec[field]) > MAX_NAME_CHARS:
+                raise fail(
+                    f"{field} is {len(rec[field])} characters long, {rec[field][:40]!r}...: a "
+                    f"name is at most {MAX_NAME_CHARS} (a longer one would carry text into "
+                    "every prompt)",
+                    field,
+                )
             control = [c for c in rec[field] if unicodedata.category(c)[0] == "C"]
             if control:
                 raise fail(

@@ -57,6 +57,8 @@ PROBES: Final = ("choice", "free")
 FAIRNESS_OPTION: Final = "Fairness"
 
 _FIELD_RE = re.compile(r"\{(\w+)\}")
+#: A function (tool) name as the OpenAI and vLLM tool APIs accept it.
+TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LAYOUT_FIELDS: Final = ("instruction", "body", "answer")
 #: The forced-choice question's fields: the option lines and the labels, in the prompt's order.
 CHOICE_FIELDS: Final = ("options", "labels")
@@ -216,6 +218,24 @@ class _Reader:
         return {k: self.template(section[k], f"{path}.{k}", fields, required) for k in keys}
 
 
+def _check_distinct_paraphrases(
+    source: str, fmt: str, variants: Mapping[str, Mapping[str, str]]
+) -> None:
+    """Two paraphrases worded alike in a domain would make the paraphrase factor a copy."""
+    for domain in DOMAINS:
+        seen: dict[str, str] = {}
+        for pid, texts in variants.items():
+            key = " ".join(texts[domain].split()).casefold()
+            if key in seen:
+                raise InputError(
+                    source,
+                    f"paraphrases {seen[key]} and {pid} are worded alike in {domain}: a "
+                    "paraphrase must differ, or the paraphrase factor measures nothing",
+                    f"instructions.{fmt}.{pid}.{domain}",
+                )
+            seen[key] = pid
+
+
 def load_prompt_resources(path: str | Path) -> PromptResources:
     """The prompts file, checked key by key: every domain, format and mode has its wording,
     every format at least two paraphrases, every template only its own fields and every field
@@ -250,8 +270,18 @@ def load_prompt_resources(path: str | Path) -> PromptResources:
             str(pid): read.per_key(text, f"instructions.{fmt}.{pid}", DOMAINS)
             for pid, text in variants.items()
         }
+        _check_distinct_paraphrases(source, fmt, paraphrased[fmt])
     answers = read.mapping(top["answers"], "answers", FORMATS)
     tools = read.mapping(top["tools"], "tools", FORMATS)
+    for fmt in FORMATS:
+        name = read.mapping(tools[fmt], f"tools.{fmt}", ("name",))["name"]
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            raise InputError(
+                source,
+                f"{name!r} is not a tool name (letters, digits, _ and -, at most 64: the "
+                "OpenAI and vLLM tool APIs refuse others)",
+                f"tools.{fmt}.name",
+            )
     tool_keys = ("name", "description", "argument_description")
     probes = read.mapping(top["probes"], "probes", ("layout", *PROBES))
     choice = read.mapping(

@@ -33,20 +33,30 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
 from cueaudit import __version__
 from cueaudit.config import check_yaml_duplicate_keys
-from cueaudit.decision.design import GENDERS, RACES
+from cueaudit.decision.design import BUNDLE_SIZE, GENDERS, RACES
 from cueaudit.decision.formats import DOMAINS, FORMATS, yaml_problem
+from cueaudit.decision.tasks import RATING_SCALE
 from cueaudit.errors import InputError
 from cueaudit.inference.core import canonical_json
 from cueaudit.io import write_text
 from cueaudit.stats.sequential import SPENDING
 
 REQUIRED = ("alpha", "primary", "family", "equivalence_margins")
+#: The largest difference between two groups a format's outcome can show: ratings on the
+#: 1-5 scale, a probability of yes, rank positions among the four candidates of a bundle. A
+#: margin at or above it makes TOST's verdict "equivalent" whatever the answers.
+LARGEST_DIFFERENCE: Final = {
+    "rate": float(RATING_SCALE - 1),
+    "decide": 1.0,
+    "rank": float(BUNDLE_SIZE - 1),
+}
+MARGIN_UNITS: Final = {"rate": "rating points", "decide": "in probability", "rank": "positions"}
 #: The levels each contrast dimension may name.
 LEVELS = {"race": RACES, "gender": GENDERS}
 MULTIPLICITY = ("benjamini_hochberg",)
@@ -151,6 +161,14 @@ def load_preregistration(path: str | Path) -> Preregistration:
         if margin is not None and not (_is_number(margin) and margin > 0):
             raise InputError(
                 source, f"a positive number or null, got {margin!r}", f"equivalence_margins.{fmt}"
+            )
+        if margin is not None and margin >= LARGEST_DIFFERENCE[fmt]:
+            raise InputError(
+                source,
+                f"{margin} is at least the largest difference a {fmt} answer can show "
+                f"({LARGEST_DIFFERENCE[fmt]:g} {MARGIN_UNITS[fmt]}): every contrast would "
+                "read as equivalent",
+                f"equivalence_margins.{fmt}",
             )
     multiplicity = raw.get("multiplicity", MULTIPLICITY[0])
     if multiplicity not in MULTIPLICITY:
