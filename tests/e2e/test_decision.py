@@ -267,6 +267,23 @@ def test_an_edited_pre_registration_elsewhere_never_relocks(
     assert "the pre-registration path (" in label and f"{edited} now)" in label, label
 
 
+def test_a_pre_registration_edited_in_place_relabels_in_the_same_run(
+    workdir: Path, run_snakemake: SnakemakeRunner
+) -> None:
+    """The previous test's pre-registration, edited where it lies: one run recomputes the
+    contrasts with the new margin. The planner, upstream of the answers, reruns in that run
+    too, and Snakemake then missed the newer file as an input of the analyses (only a second
+    run relabelled them); the lock's check, rewritten by the freeze rule, carries the change."""
+    edited = workdir / "edited_preregistration.yaml"
+    edited.write_text(edited.read_text().replace("rate: 0.300", "rate: 0.250"))
+    run_snakemake(workdir, CONTRASTS_TABLE)
+    rate = pl.read_csv(workdir / CONTRASTS_TABLE).filter(pl.col("format") == "rate")
+    assert rate.height > 0 and set(rate["margin"]) == {0.25}
+    assert _label(workdir).startswith("exploratory: changed after the lock of ")
+    again = run_snakemake(workdir, CONTRASTS_TABLE, "--dry-run")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
 def test_a_deleted_lock_is_not_rewritten_once_answers_exist(
     workdir: Path, run_snakemake: SnakemakeRunner
 ) -> None:

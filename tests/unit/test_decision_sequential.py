@@ -12,11 +12,14 @@ import polars as pl
 import pytest
 import yaml
 
+from cueaudit.config import validate_config
 from cueaudit.decision.analysis.sequential import look_frames, sequential_looks, signed_z
 from cueaudit.decision.analysis.simulate import build_design, simulate
 from cueaudit.decision.analysis.simulation_settings import Extension, SimulationSettings
 from cueaudit.decision.preregistration import SequentialPlan, load_preregistration
+from cueaudit.decision.study import sequential_arms
 from cueaudit.errors import InputError
+from cueaudit.studies import STUDIES
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "config/decision/preregistration.yaml"
@@ -175,3 +178,32 @@ def test_the_shipped_top_up_plan_matches_the_paper_design() -> None:
     first = primary * len(rank_tasks)
     fraction = first / (first + topup["disguised_demographic"])
     assert plan.fractions[0] == pytest.approx(fraction, abs=5e-4)
+
+
+def test_a_top_up_arm_must_add_rows_to_every_cell_it_names(tmp_path: Path) -> None:
+    """A top-up arm that runs another domain (or no task of the cell's format) would give a
+    look with the rows, estimate and SE of the look before it: it is refused before any job,
+    naming the arm and the cell; one that covers the cell is taken."""
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text(encoding="utf-8"))
+    config["decision"]["preregistration"] = str(ROOT / "config/decision/preregistration_topup.yaml")
+    config["decision"]["extensions"] = {
+        "precision_topup": {
+            "extension": True,
+            "pool_with_primary": True,
+            "design": {"domains": ["lending"], "seed": 1},
+        }
+    }
+    validate_config(config, ROOT / "workflow/schemas/config.schema.yaml", STUDIES)
+    with pytest.raises(InputError) as error:
+        sequential_arms(config)
+    assert error.value.field == "sequential.cells"
+    assert "the top-up arm precision_topup adds no hiring.rank rows" in str(error.value)
+    assert "domains ['lending']" in str(error.value)
+    config["decision"]["extensions"]["precision_topup"]["design"] = {
+        "domains": ["hiring"],
+        "tasks": ["decision_rate_text"],
+    }
+    with pytest.raises(InputError, match=r"formats \['rate'\]"):
+        sequential_arms(config)
+    config["decision"]["extensions"]["precision_topup"]["design"] = {"seed": 1}
+    assert list(sequential_arms(config)) == ["precision_topup"]

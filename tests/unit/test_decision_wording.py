@@ -325,6 +325,19 @@ def test_the_confounded_construction_is_an_extension_only() -> None:
         validate_config(config, SCHEMA, STUDIES)
 
 
+def test_a_confounded_arm_is_never_pooled_with_the_primary_rows() -> None:
+    config = _config()
+    confounded = {"paraphrases": 2, "name_assignment": "fixed_per_profile"}
+    config["decision"]["extensions"] = {
+        "wording": {"extension": True, "pool_with_primary": True, "design": confounded}
+    }
+    with pytest.raises(InputError, match=r"decision.extensions.wording.pool_with_primary: "
+                       r"the arm's name_assignment fixed_per_profile ties race"):  # fmt: skip
+        validate_config(copy.deepcopy(config), SCHEMA, STUDIES)
+    config["decision"]["extensions"]["wording"]["pool_with_primary"] = False
+    validate_config(config, SCHEMA, STUDIES)
+
+
 def test_paired_with_names_a_primary_model_and_one_other() -> None:
     config = _config()
     rerun = {"extension": True, "models": ["smollm2-reasoning"], "paired_with": "smollm2-135m"}

@@ -4,17 +4,25 @@ inference tasks, views and parse-rate grouping (:class:`cueaudit.study.Study`)."
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from cueaudit.config import unknown_models
 from cueaudit.decision import cue_signals as cue_types
-from cueaudit.decision.design_settings import DesignSettings, arm_designs, listed_cues
+from cueaudit.decision.design_settings import (
+    DesignSettings,
+    arm_designs,
+    expected_counts,
+    listed_cues,
+)
 from cueaudit.decision.formats import AID_DOMAIN
+from cueaudit.decision.preregistration import load_preregistration
 from cueaudit.decision.prompts import task_answers
 from cueaudit.decision.tasks import (
     MAX_NEW_TOKENS,
     NAME_ASSIGNMENTS,
     PRIMARY,
+    TASKS,
     arm_task,
     max_new_tokens,
 )
@@ -114,6 +122,7 @@ def inference_tasks(config: Mapping[str, Any]) -> InferenceTasks:
             "answer": settings,
             "max_new_tokens": max_new_tokens(task, decision["max_new_tokens"]),
             "shards": decision["shards"],
+            "shards_key": "decision.shards",
             "requires": [PREREGISTRATION_CHECK, *plan],
         }
         models = arm_models(config, arm)
@@ -171,6 +180,42 @@ def _cue_problems(config: Mapping[str, Any]) -> Iterator[str]:
             yield f"config key {key}: {error.message}"
 
 
+def sequential_arms(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The extension blocks of the top-up arms the pre-registration's ``sequential`` plan
+    names (none without a plan), each checked to add rows to every cell the plan names: a look
+    that adds none would repeat the look before it as the next pre-registered look."""
+    decision = config["decision"]
+    source = decision["preregistration"]
+    plan = load_preregistration(source).sequential if Path(source).is_file() else None
+    if plan is None:
+        return {}
+    extensions = decision.get("extensions", {})
+    unknown = [arm for arm in plan.arms if arm not in extensions]
+    if unknown:
+        raise InputError(
+            source,
+            f"top-up arms {unknown} are not extensions of decision.extensions",
+            "sequential.arms",
+        )
+    designs = arms(config)
+    for arm in plan.arms:
+        settings = DesignSettings.of(designs[arm])
+        counts = expected_counts(designs[arm])
+        for domain, fmt in plan.cells:
+            rows = sum(n for task, n in counts.items() if TASKS[task].format == fmt)
+            if domain not in settings.domains or rows == 0:
+                formats = sorted({TASKS[t].format for t, n in counts.items() if n})
+                raise InputError(
+                    source,
+                    f"the top-up arm {arm} adds no {domain}.{fmt} rows (its design runs "
+                    f"domains {list(settings.domains)} and formats {formats}): its look would "
+                    "repeat the look before it; give the arm that cell "
+                    f"(decision.extensions.{arm}.design) or drop the cell",
+                    "sequential.cells",
+                )
+    return {arm: extensions[arm] for arm in plan.arms}
+
+
 def cue_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     """What the prompt tables read for the cue types beyond name pairs: the first-name list
     and the dialect translator, each only when an arm lists its cue type (else nothing)."""
@@ -184,13 +229,23 @@ def cue_settings(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _confounded_problems(decision: Mapping[str, Any]) -> Iterator[str]:
-    """The confounded construction is a named extension, never the pre-registered design."""
+    """The confounded construction is a named extension, never the pre-registered design, and
+    never pooled with its rows (it would carry its confound into them)."""
     assignment = decision["design"]["name_assignment"]
     if assignment != NAME_ASSIGNMENTS[0]:
         yield (
             f"config key decision.design.name_assignment: {assignment} ties race to the "
             "application; only an extension arm (decision.extensions.<arm>.design) may use it"
         )
+    for arm, block in decision["extensions"].items():
+        own = block.get("design", {}).get("name_assignment", NAME_ASSIGNMENTS[0])
+        if block.get("pool_with_primary") and own != NAME_ASSIGNMENTS[0]:
+            yield (
+                f"config key decision.extensions.{arm}.pool_with_primary: the arm's "
+                f"name_assignment {own} ties race to the application, and pooling would carry "
+                "that confound into the pre-registered rows; analyse it apart "
+                "(pool_with_primary: false)"
+            )
 
 
 def _paired_problems(config: Mapping[str, Any]) -> Iterator[str]:

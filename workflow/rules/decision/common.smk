@@ -2,7 +2,6 @@
 # inference tasks (each waiting for the pre-registration lock), its tables go into the database.
 
 from cueaudit.decision import study as decision_study  # noqa: E402
-from cueaudit.decision.preregistration import load_preregistration  # noqa: E402
 from cueaudit.decision.tasks import PRIMARY  # noqa: E402
 from cueaudit.decision.design_settings import expected_counts, tier_summary  # noqa: E402
 from cueaudit.decision.design_settings import expected_counts_by_cue  # noqa: E402
@@ -20,6 +19,10 @@ DECISION_ANSWERS = {}  # filled on first use by decision_answers()
 # A design larger than this builds gigabytes of prompt tables: it runs only once its size is
 # confirmed (decision.expected_requests)
 UNCONFIRMED_REQUESTS = 1_000_000
+
+# A pre-registered sequential top-up whose arm adds nothing to a cell it names stops here,
+# with its message alone, before any design is printed or any job runs.
+stop_on_input_error(decision_study.sequential_arms, config)
 
 
 def decision_config():
@@ -100,19 +103,10 @@ def decision_registered_design():
 
 def decision_sequential_arms():
     """The top-up arms a pre-registered sequential plan names, bound by the lock like the
-    primary design (nothing when the pre-registration has no plan)."""
-    path = config["decision"]["preregistration"]
-    plan = load_preregistration(path).sequential if Path(path).is_file() else None
-    if plan is None:
-        return {}
-    unknown = [arm for arm in plan.arms if arm not in decision_extensions()]
-    if unknown:
-        raise InputError(
-            path,
-            f"top-up arms {unknown} are not extensions of decision.extensions",
-            "sequential.arms",
-        )
-    return {"sequential_arms": {arm: decision_extensions()[arm] for arm in plan.arms}}
+    primary design (nothing when the pre-registration has no plan); each must add rows to the
+    cells the plan names (cueaudit.decision.study.sequential_arms)."""
+    arms = decision_study.sequential_arms(config)
+    return {"sequential_arms": arms} if arms else {}
 
 
 def decision_answer_folders():
@@ -221,8 +215,13 @@ DECISION_PARAMS = {
 
 
 def decision_analysis_inputs(analysis):
-    """The inputs of an analysis row's rule, by name."""
+    """The inputs of an analysis row's rule, by name. A row that reads the pre-registration
+    also waits for the lock's check: the check is rewritten when the pre-registration, a
+    stimulus file or the design changes, so the tables are relabelled in that same run (a
+    newer pre-registration alone is missed while a job upstream reruns)."""
     inputs = {}
+    if {"preregistration", "registration"} & set(analysis.inputs):
+        inputs["preregistration_check"] = PREREGISTRATION_CHECK
     for name in analysis.inputs:
         if name == "frames":
             inputs |= DECISION_FRAMES

@@ -3,10 +3,12 @@
 
 rule freeze_preregistration:
     input:
-        # ancient: editing a file later never reruns this; the lock is written once anyway,
-        # and the analysis labels results exploratory (cueaudit.decision.preregistration.status)
-        preregistration=ancient(config["decision"]["preregistration"]),
-        files=[ancient(path) for path in decision_registered_files().values()],
+        # Not ancient: an edited pre-registration or stimulus file reruns this (the lock is
+        # kept: cueaudit.decision.preregistration.freeze), and the check it rewrites reruns
+        # every analysis in the same run (decision_analysis_inputs), which relabels its tables
+        # exploratory. Inference waits for the check as an ancient input: it never reruns.
+        preregistration=config["decision"]["preregistration"],
+        files=decision_registered_files().values(),
     output:
         PREREGISTRATION_CHECK,
     params:
