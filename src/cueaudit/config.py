@@ -252,6 +252,26 @@ def schema_defaults(schema_file: str, *keys: str) -> Mapping[str, Any]:
     return MappingProxyType(defaults)
 
 
+#: More response shards than this (each an inference job, on Slurm a submission) are warned of.
+MANY_SHARDS: Final = 1000
+
+
+def shards_warning(shards_by_task: Mapping[str, int], keys: Mapping[str, str]) -> str | None:
+    """A warning when the run has more than :data:`MANY_SHARDS` response shards in all
+    (``shards_by_task``: task -> its shards over every model and seed), naming the tasks with
+    the most and the config key (``keys``: task -> dotted key) that sets each one's shards."""
+    total = sum(shards_by_task.values())
+    if total <= MANY_SHARDS:
+        return None
+    largest = sorted(shards_by_task.items(), key=lambda item: -item[1])[:3]
+    named = "; ".join(f"{task}: {n} ({keys.get(task, 'shards')})" for task, n in largest)
+    return (
+        f"{total} response shards, each its own jobs (on Slurm, submissions): {named}. "
+        "Fewer shards per task make fewer, longer jobs; a shard is worth its own job when its "
+        "prompts take minutes"
+    )
+
+
 def config_warnings(config: Mapping[str, Any]) -> list[str]:
     """What a valid config does that its author may not mean: greedy decoding with more than
     one seed (every seed answers the same, so the seeds beyond the first repeat the answers;

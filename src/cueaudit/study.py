@@ -20,8 +20,9 @@ Config = Mapping[str, Any]
 #: exist before its first inference job), models (when not every configured model runs it),
 #: seeds (the only seeds of those models it runs), needs_scores ({because, instead}: the
 #: setting that makes the study's analyses read the answers' option scores, and the setting
-#: that does without; a model that cannot score options is refused before any job)}: what the
-#: shared inference and parsing rules read, and all they read.
+#: that does without; a model that cannot score options is refused before any job),
+#: shards_key (the config key that sets its shards, named when a run has very many)}: what
+#: the shared inference and parsing rules read, and all they read.
 InferenceTasks = Mapping[str, Mapping[str, Any]]
 
 

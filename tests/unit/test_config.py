@@ -8,6 +8,7 @@ from cueaudit.config import (
     check_config_files,
     check_input_files,
     load_config_file,
+    shards_warning,
     validate_config,
 )
 from cueaudit.decision import study as decision_study
@@ -365,3 +366,14 @@ def test_the_decision_design_defaults_live_in_the_schema() -> None:
     assert config["decision"]["extensions"]["lending"]["design"] == {"domains": ["lending"]}
     lending = decision_study.arms(config)["lending"]
     assert lending["paraphrases"] == 3 and lending["domains"] == ["lending"]
+
+
+def test_very_many_shards_are_warned_of_with_the_keys_that_set_them() -> None:
+    """12 decision tasks at shards: 100 are 1,200 response shards, each its own jobs: a
+    warning names the tasks with the most and the key that sets them; 1,000 pass quietly."""
+    keys = {f"decision_t{i}": "decision.shards" for i in range(12)}
+    assert shards_warning(dict.fromkeys(keys, 100), keys) is not None
+    warning = shards_warning(dict.fromkeys(keys, 100) | {"legal": 7}, keys | {"legal": "x"})
+    assert warning is not None and warning.startswith("1207 response shards")
+    assert "decision_t0: 100 (decision.shards)" in warning and "legal" not in warning
+    assert shards_warning({"legal": 1000}, {"legal": "probing.tasks.legal.shards"}) is None

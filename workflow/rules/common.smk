@@ -1,5 +1,6 @@
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 # The workflow runs its library from src/ so that a checkout works without installing it
@@ -10,7 +11,7 @@ if LIBRARY_DIR in sys.path:
 sys.path.insert(0, LIBRARY_DIR)
 
 from cueaudit.config import check_config_files, check_input_files, is_complete_config  # noqa: E402
-from cueaudit.config import seeds_of, validate_config  # noqa: E402
+from cueaudit.config import seeds_of, shards_warning, validate_config  # noqa: E402
 from cueaudit.cues import REGISTRY as CUE_TYPES  # noqa: E402
 from cueaudit.errors import InputError  # noqa: E402
 from cueaudit.inference.backends import BACKENDS, inference_jobs  # noqa: E402
@@ -296,6 +297,20 @@ def all_outcome_tables(tasks=None):
         f"results/outcomes/{model}/seed{seed}/{task}.parquet"
         for model, seed, task in model_seed_tasks(tasks)
     ]
+
+
+def warn_of_many_shards():
+    shards = Counter()
+    for _, _, task in model_seed_tasks():
+        shards[task] += INFERENCE_TASKS[task]["shards"]
+    keys = {task: spec.get("shards_key", "shards") for task, spec in INFERENCE_TASKS.items()}
+    warning = shards_warning(shards, keys)
+    if warning:
+        print(f"Warning: {warning}", file=sys.stderr)
+
+
+if not (workflow.remote_exec or workflow.subprocess_exec):
+    warn_of_many_shards()
 
 
 def task_outcome_kinds(tasks=None):

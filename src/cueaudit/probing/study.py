@@ -56,6 +56,7 @@ def inference_tasks(config: Mapping[str, Any]) -> InferenceTasks:
             "answer": {},
             "max_new_tokens": spec["max_new_tokens"],
             "shards": spec["shards"],
+            "shards_key": f"probing.tasks.{task}.shards",
         }
         for task, spec in probing["tasks"].items()
     }
@@ -70,6 +71,7 @@ def inference_tasks(config: Mapping[str, Any]) -> InferenceTasks:
             "answer": {"labels": list(RACE_LABELS)},
             "max_new_tokens": spec["max_new_tokens"],
             "shards": spec["shards"],
+            "shards_key": "probing.race_prediction.shards",
         }
         for key in ("models", "seeds"):
             if spec.get(key):
