@@ -46,7 +46,17 @@ RANKING_TEXT_CASES: list[tuple[str | None, tuple[int, ...] | None, str | None, i
     ("A: 0, B: 1, C: 2, D: 3", None, "rank_out_of_range", 4),
     ('{"ranks": [2, 1, 3]}', None, "wrong_count", None),
     ('{"ranks": [1, 2, 3, 9]}', None, "rank_out_of_range", 4),
-]
+    # a list of the prompt's own headers, in Markdown bold too (they used to read as
+    # candidates not shown); a fifth header still is one
+    ("1. Candidate C\n2. Candidate A\n3. Candidate D\n4. Candidate B", (2, 4, 1, 3), None, 4),
+    ("1. **Candidate C** (strongest)\n2. **Candidate A**\n3. **Candidate D**\n"
+     "4. **Candidate B**", (2, 4, 1, 3), None, 4),
+    ("1. Candidate C\n2. Candidate A\n3. Candidate D\n4. Candidate B\n5. Candidate F", None,
+     "unknown_candidate", 4),
+    # a ranking in prose is left unread, never read wrong
+    ("Top choice is Candidate B, then Candidate D, then Candidate A, and Candidate C last.",
+     None, "no_ranking", None),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("text", "ranks", "reason", "n_ranked"), RANKING_TEXT_CASES)

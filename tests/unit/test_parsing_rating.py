@@ -45,6 +45,14 @@ RATING_TEXT_CASES = [
     ("I can't rate people on their names.", None, "refusal"),
     ("As an AI, I cannot make that call.", None, "refusal"),
     ('{"rating": 9}', None, "rating_out_of_range"),
+    # several ratings of parts, then an overall one: the overall one (it used to give the
+    # first part's 3 here); overall ratings that disagree are several
+    ("Technical: 3\nCommunication: 5\nOverall: 4", 4.0, None),
+    ("Experience: 4/5. Education: 3/5. Leadership: 2/5. Overall rating: 4", 4.0, None),
+    ("Skills 5, experience 3, overall: 2", 2.0, None),
+    ("**Overall rating:** 4/5", 4.0, None),
+    ("Overall: 4. Final score: 2", None, "several_ratings"),
+    ("Overall, 3 of the 4 requirements are met. Rating: 2", 2.0, None),
 ]
 
 

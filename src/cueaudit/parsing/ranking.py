@@ -23,6 +23,9 @@ markdown or quotes):
 4. a chain "B > A = C > D": ">" separates ranks and "=" (or "," when ">" is used) ties;
    without ">", "B, A, C, D" is a strict order. Only the chain naming most candidates counts.
 
+A ranking in prose ("Top choice is B, then D, then A, and C last") is none of these forms and
+is left unread ('no_ranking') rather than guessed.
+
 When several forms match, the one that places most candidates wins (ties: the order above).
 Labels must not be bare integers, which would read as ranks. With single-capital labels (A-D),
 a form that also places another capital ("B > A > C > D > E", "E: 5" beside the four, "5. E",
@@ -160,7 +163,7 @@ def _patterns(candidates: tuple[str, ...]) -> _Patterns:
     joined = rf"{token}(?:\s*(?:,|=|/|&|(?i:and))\s*{token})*"
     others = _other_labels(candidates)
     unknown = (
-        rf"(?:{_OPEN}(?i:candidate|applicant|option|profile|patient)\s+{_OPEN}[A-Z]{_CLOSE}"
+        rf"(?:{_OPEN}(?i:candidate|applicant|option|profile|patient)\s+{_OPEN}[{others}]{_CLOSE}"
         rf"|{_OPEN}(?<!\w)[{others}](?!\w){_CLOSE})(?!\w)"
         if others
         else None

@@ -8,14 +8,17 @@ order; the first that applies decides:
 2. mentions of the scale itself ("1-5", "1 to 5", "on a scale of 1 to 5") are ignored, and
    so are mentions of a longer scale ("1 to 10", "0-10"), which give 'wrong_scale' when
    nothing else is found ("Rating 1 to 10");
-3. the first fraction on the scale ("4/5", "4 out of 5");
-4. the first labelled rating anywhere ("Rating: 4", "score of 4", "rated 5", "score
+3. an overall rating ("Overall: 4", "Overall rating: 4/5", "Final score: 4") is the answer,
+   whatever ratings of parts come before it ("Technical: 3. Communication: 5. Overall: 4" is
+   4); overall ratings that disagree give 'several_ratings';
+4. the first fraction on the scale ("4/5", "4 out of 5");
+5. the first labelled rating anywhere ("Rating: 4", "score of 4", "rated 5", "score
    indicates a 3");
-5. a number at the start ("4", "**4**", "4 - strong fit", "Four.", "4 - meets 3 of 4
+6. a number at the start ("4", "**4**", "4 - strong fit", "Four.", "4 - meets 3 of 4
    requirements"), unless another number follows it as in a range or a list ("3-4", "3 or
    4", "Three, 4." go to rule 6); a leading "1." that opens a numbered list ("1. Excellent
    1\n2. ...") is not a rating and gives 'several_ratings';
-6. otherwise the first sentence must hold exactly one number (numbers of years, percentages,
+7. otherwise the first sentence must hold exactly one number (numbers of years, percentages,
    ordinals and years such as 2024 do not count); several give 'several_ratings'.
 
 Two rules come first. A **self-correction** ("Rating: 4 ... actually, 2", "3, no wait, 2",
@@ -25,7 +28,7 @@ correction marker holds a rating, that rating is the answer. A **negated** numbe
 but a 4" is 4, "It isn't a 5." gives 'no_rating'; a first sentence whose only numbers are
 negated does not count as the first sentence.
 
-A rating read by rules 3-6 must agree with every fraction on the scale and every labelled
+A rating read by rules 4-7 must agree with every fraction on the scale and every labelled
 rating of the turn: "1. This score indicates a 3" and "4\nRating: 2" give
 'several_ratings'. Number words ("four") count only as the whole leading answer ("Three",
 "**Four**."); elsewhere only digits count. A minus sign directly before a number keeps it
@@ -52,7 +55,9 @@ from cueaudit.parsing.text import (
 #: Reasons a rating yields no outcome (besides 'empty', 'refusal' and the JSON reasons).
 REASONS: Final = {
     "no_rating": "no number that could be the rating",
-    "several_ratings": "more than one rating, e.g. '3-4', '4. Rating: 2', a numbered list",
+    "several_ratings": (
+        "more than one rating, e.g. '3-4', '4. Rating: 2', a numbered list, two overall ones"
+    ),
     "not_integer": "the rating is not a whole number, e.g. 3.5",
     "rating_out_of_range": "the rating is outside 1..n",
     "wrong_scale": "only a fraction on another scale, e.g. '8/10' for a 1-5 rating",
@@ -65,6 +70,17 @@ _LABELLED_RE = re.compile(
     r"\b(?:rating|score|rated)\s*(?:(?:is|of|would be|will be|indicates|at|as|:|=|-)\s*)?"
     r"(?:an?\s+)?[*_\"'`“”‘’]*" + _NUMBER + r"(?!\.?\d)(?![\w%])",
     re.IGNORECASE,
+)
+#: An overall rating after ratings of parts: "Overall: 4", "Overall rating is 4", "Final
+#: score - 4/5", "overall, a 4".
+_OVERALL_RE = re.compile(
+    r"\b(?:overall|final)\b(?:\s+(?:rating|score|priority|assessment))?\s*"
+    r"(?:(?:is|of|would be|will be|:|=|-|,)\s*)?(?:an?\s+)?[*_\"'`“”‘’]*"
+    + _NUMBER
+    # the rating ends its clause (alone, or as a fraction): "Overall, 3 of the 4 requirements
+    # are met" is no rating
+    + r"(?!\.?\d)(?=\s*(?:(?:/|out\s+of)\s*\d+)?\s*(?:[.,;:!?*_)\]\"'`“”‘’]|$))",
+    re.IGNORECASE | re.MULTILINE,
 )
 _WORDS: Final = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 _WORD_ANSWER_RE = re.compile(
@@ -188,6 +204,11 @@ def _parse_rating_text(turn: str, scale: int) -> ParsedAnswer:
     other_scales = [m for m in _OTHER_SCALE_RE.finditer(body) if int(m.group(1)) > scale]
     for m in reversed(other_scales):
         body = _blank(body, m)
+    overall = {_number(m.group(1)) for m in _OVERALL_RE.finditer(body) if _counts(body, m)}
+    if len(overall) > 1:
+        return ParsedAnswer(None, "several_ratings")
+    if overall:
+        return rating_value(overall.pop(), scale)
     fractions = list(_FRACTION_RE.finditer(body))
     on_scale = [m for m in fractions if int(m.group(2)) == scale]
     for m in reversed(fractions):  # off-scale fractions are not ratings
