@@ -2,6 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, Final
+
+#: The longest message an InputError carries; a longer one (a list of every row of a large
+#: file) is cut, saying how long it was.
+MAX_MESSAGE_CHARS: Final = 2000
+
+
+def few(values: Sequence[Any], shown: int = 8) -> str:
+    """``values`` for a message: all of them when few, else the first ``shown`` and the count
+    ("[1, 2, 3, …] (1250 in all)")."""
+    if len(values) <= shown:
+        return str(list(values))
+    head = ", ".join(map(repr, values[:shown]))
+    return f"[{head}, …] ({len(values)} in all)"
+
 
 class CueauditError(Exception):
     """Base class of cueaudit's own errors."""
@@ -14,6 +30,10 @@ class InputError(CueauditError, ValueError):
     """
 
     def __init__(self, source: str, message: str, field: str | None = None) -> None:
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = (
+                message[:MAX_MESSAGE_CHARS] + f"… (cut: the message is {len(message)} characters)"
+            )
         self.source = source
         self.message = message
         self.field = field

@@ -20,7 +20,7 @@ from typing import Final
 import polars as pl
 
 from cueaudit.cues.vocabulary import GENDERS, RACES
-from cueaudit.errors import InputError
+from cueaudit.errors import InputError, few
 from cueaudit.io import read_csv_records
 
 #: Elder & Hayes's pairs signal every race of the vocabulary.
@@ -129,7 +129,7 @@ def _check_cells(frame: pl.DataFrame, src: str, races: Sequence[str], per_cell: 
             if ranks != expected:
                 raise InputError(
                     src,
-                    f"cell {race}/{gender} has name ranks {ranks}, expected {expected}",
+                    f"cell {race}/{gender} has name ranks {few(ranks)}, expected {expected}",
                     field="name_rank",
                 )
 
