@@ -180,6 +180,19 @@ def test_the_shipped_top_up_plan_matches_the_paper_design() -> None:
     assert plan.fractions[0] == pytest.approx(fraction, abs=5e-4)
 
 
+def test_a_look_whose_arm_adds_no_rows_to_the_cell_is_no_look() -> None:
+    """A top-up arm with rows in another domain only used to repeat look 1's rows, estimate
+    and SE as the final pre-registered look; it is no look and tests nothing."""
+    elsewhere = Extension({"seed": 1, "domains": ["lending"]})
+    frames = simulate(_settings(extensions={"topup": elsewhere}), 4)
+    assert (frames.rankings["arm"] == "topup").any()
+    table = sequential_looks(frames, PREREG, pre_registered=True).sort("contrast", "look")
+    second = table.filter(pl.col("look") == 2)
+    no_look = "no look: the arm added no rows to this cell"
+    assert no_look in set(second["decision"]) <= {no_look, "rejected at look 1"}
+    assert second["n_obs"].is_null().all() and second["estimate"].is_nan().all()
+
+
 def test_a_top_up_arm_must_add_rows_to_every_cell_it_names(tmp_path: Path) -> None:
     """A top-up arm that runs another domain (or no task of the cell's format) would give a
     look with the rows, estimate and SE of the look before it: it is refused before any job,

@@ -7,7 +7,9 @@ information fractions (:func:`cueaudit.stats.sequential.boundaries`), and each l
 statistic is the family estimator's p-value on the z scale (``z = Phi^-1(1 - p / 2)`` signed
 by the estimate), so a Satterthwaite t test is compared on the scale the boundaries are on.
 A contrast is rejected at the first look whose ``|z|`` reaches its boundary and is not tested
-after it. A look whose arm has no rows yet is listed as planned.
+after it. A look whose arm has no rows yet is listed as planned; one whose arm has rows, but
+none in the cell, is no look (it would repeat the look before it) and tests nothing; the
+workflow refuses such a plan before any inference (:func:`cueaudit.decision.study.sequential_arms`).
 
 The looks are labelled pre-registered (as an interim, or the final look) while the lock holds
 and no analysed answer predates it: the plan is part of the locked file, so a top-up declared
@@ -74,6 +76,15 @@ def _present(frames: AnalysisFrames, arm: str) -> bool:
     return any((getattr(frames, name)["arm"] == arm).any() for name in ("judgements", "rankings"))
 
 
+def _adds_rows(frames: AnalysisFrames, arm: str, domain: str, fmt: str) -> bool:
+    """Whether ``arm`` has rows in the cell ``domain`` x ``fmt``."""
+    rows = frames.rankings if fmt == "rank" else frames.judgements
+    keep = (pl.col("arm") == arm) & (pl.col("domain") == domain)
+    if fmt != "rank":
+        keep &= pl.col("format") == fmt
+    return rows.filter(keep).height > 0
+
+
 def sequential_looks(
     frames: AnalysisFrames,
     prereg: Preregistration,
@@ -94,8 +105,12 @@ def sequential_looks(
         rejected: dict[str, int] = {}
         for look in range(1, looks + 1):
             arm_rows = look == 1 or _present(frames, plan.arms[look - 2])
+            # an arm with rows elsewhere but none in this cell would repeat the look before
+            added = (
+                look == 1 or not arm_rows or _adds_rows(frames, plan.arms[look - 2], domain, fmt)
+            )
             fit = None
-            if arm_rows:
+            if arm_rows and added:
                 data = look_frames(frames, plan.arms, look)
                 fit = fit_cell(data, domain, fmt, planned, estimator=estimator)
             for c in planned:
@@ -108,6 +123,8 @@ def sequential_looks(
                     decision = f"rejected at look {rejected[c.contrast]}"
                 elif not arm_rows:
                     decision = "planned"
+                elif not added:
+                    decision = "no look: the arm added no rows to this cell"
                 elif abs(z) >= critical:
                     rejected[c.contrast] = look
                     decision = "reject: stop"
