@@ -381,6 +381,18 @@ def test_planted_disparities_are_measured_not_constructed() -> None:
     assert np.allclose(large["ci_high_sd"] - large["ci_low_sd"], 2 * t * large["se_sd"])
 
 
+def test_a_plant_too_large_for_the_simulated_rankings_names_the_key_the_user_set() -> None:
+    """Planting 20 SD into the simulated rankings used to stop on 'rank_lapse', a simulator
+    setting the user never wrote: the message names decision.analysis.planted_sizes and the
+    largest size the rankings can carry."""
+    study, real = _planted_study()
+    with pytest.raises(InputError) as error:
+        planted_disparities(real, PREREG, KINDS, sizes=(0.1, 20.0), simulated=study)
+    assert error.value.field == "decision.analysis.planted_sizes"
+    assert "a planted size of 20 SD" in error.value.message
+    assert "decision.analysis.simulate: false" in error.value.message
+
+
 def stats_t(df: float) -> float:
     from scipy import stats
 

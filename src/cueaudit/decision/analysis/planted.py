@@ -78,6 +78,7 @@ from cueaudit.decision.analysis.frames import (
     with_points,
 )
 from cueaudit.decision.analysis.simulate import rank_lapse_needed, simulate_like
+from cueaudit.decision.analysis.simulation_settings import SOURCE as SIMULATION_SOURCE
 from cueaudit.decision.analysis.simulation_settings import SimulationSettings
 from cueaudit.decision.design import BUNDLE_SIZE
 from cueaudit.decision.preregistration import PlannedContrast, Preregistration
@@ -539,9 +540,30 @@ def _simulated_rows(
         }
 
     largest = max(sizes, key=abs)
-    room = settings.with_planted(planted_at(largest))
+
+    def too_large(why: str) -> InputError:
+        return InputError(
+            "config",
+            f"a planted size of {largest:g} SD is more than the simulated answers can carry "
+            f"({why}): plant smaller sizes, or set decision.analysis.simulate: false to plant "
+            "into the real answers only",
+            "decision.analysis.planted_sizes",
+        )
+
+    try:
+        room = settings.with_planted(planted_at(largest))
+    except InputError as error:
+        if error.source != SIMULATION_SOURCE:
+            raise
+        raise too_large(error.message) from error
     ordered = frames.rankings.sort(*ANSWER_KEY, "position")
-    lapse = max(settings.rank_lapse, rank_lapse_needed(room, ordered))
+    need = rank_lapse_needed(room, ordered, at_most_one=False)
+    if need > 1:
+        raise too_large(
+            f"a ranking's first pick would need a lapse rate of {need:.2g}; at most about "
+            f"{abs(largest) / need:.2g} SD fits"
+        )
+    lapse = max(settings.rank_lapse, min(1.0, need))
     common = replace(
         settings, rate_scale=room.rate_scale, decide_scale=room.decide_scale, rank_lapse=lapse
     )

@@ -448,11 +448,14 @@ def _rank_effects(
     return np.where(tie < 1, d / np.where(tie < 1, 1.0 - tie, 1.0), 0.0)
 
 
-def rank_lapse_needed(settings: SimulationSettings, rankings: pl.DataFrame) -> float:
+def rank_lapse_needed(
+    settings: SimulationSettings, rankings: pl.DataFrame, *, at_most_one: bool = True
+) -> float:
     """The smallest ``rank_lapse`` that carries the settings' planted rank effects and
     first-listed gain in these ranking rows (one row per candidate, answers in position
     order): a lapse picks candidate j first with probability ``1/4 + spread_j / (2 lapse)``,
-    which must stay in [0, 1]. 5% to spare, at most 1."""
+    which must stay in [0, 1]. 5% to spare, at most 1 (unless ``at_most_one`` is false: above
+    1, no lapse rate carries the effects)."""
     if rankings.is_empty():
         return 0.0
     d = _rank_effects(rankings, settings).reshape(-1, BUNDLE_SIZE)
@@ -461,7 +464,7 @@ def rank_lapse_needed(settings: SimulationSettings, rankings: pl.DataFrame) -> f
         float(spread.max(initial=0.0)) / (2 * (1 - 1 / BUNDLE_SIZE)),
         float(-spread.min(initial=0.0)) / (2 / BUNDLE_SIZE),
     )
-    return min(1.0, 1.05 * need)
+    return min(1.0, 1.05 * need) if at_most_one else 1.05 * need
 
 
 def _rankings(
