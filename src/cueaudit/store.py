@@ -354,3 +354,39 @@ def build_database(
                 build(con)
         finally:
             con.close()
+    record_build(db_path)
+
+
+def build_record(db_path: str | Path) -> Path:
+    """Where :func:`record_build` notes the database as it was built."""
+    path = Path(db_path)
+    return path.with_name(path.name + ".built.json")
+
+
+def record_build(db_path: str | Path) -> None:
+    """Note the database's size and modification time as built, for :func:`database_changed`."""
+    stat = Path(db_path).stat()
+    record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    build_record(db_path).write_text(json.dumps(record) + "\n", encoding="utf-8")
+
+
+def database_changed(db_path: str | Path) -> str | None:
+    """Why the database is not the file the last build wrote (damaged, or written to since),
+    else None. Snakemake reruns nothing for an output changed after its job, so the workflow
+    says so when it starts; a stat, not a read, so a large database costs nothing to check."""
+    path, record = Path(db_path), build_record(db_path)
+    if not (path.is_file() and record.is_file()):
+        return None
+    try:
+        built = json.loads(record.read_text(encoding="utf-8"))
+        then = (int(built["size"]), int(built["mtime_ns"]))
+    except (ValueError, KeyError, TypeError):
+        return f"{record} is damaged: `snakemake --forcerun build_database` rebuilds {path}"
+    stat = path.stat()
+    if (stat.st_size, stat.st_mtime_ns) == then:
+        return None
+    return (
+        f"{path} changed after build_database wrote it ({then[0]} bytes then, {stat.st_size} "
+        "now): it may be damaged, or hold writes of your own that a rebuild would drop. "
+        "`snakemake --forcerun build_database` rebuilds it"
+    )

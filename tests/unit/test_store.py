@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -377,3 +378,26 @@ def test_shared_modules_import_no_study(module: str) -> None:
     loaded, study_modules = json.loads(run.stdout)
     assert module in loaded and "polars" in loaded
     assert study_modules == []
+
+
+def test_a_database_changed_after_its_build_is_named(tmp_path: Path) -> None:
+    """Snakemake reruns nothing for an output damaged after its job: the build notes the
+    file's size and time, and a database that no longer matches them is named, with how to
+    rebuild it."""
+    study = _advice_study(tmp_path / "a")
+    db = tmp_path / "cueaudit.duckdb"
+    store.build_database(db, **study, views=[_advice_views])
+    assert store.database_changed(db) is None
+    size = db.stat().st_size
+    with db.open("r+b") as handle:  # cut short, as a full disk or a killed copy leaves it
+        handle.truncate(size // 2)
+    message = store.database_changed(db)
+    assert message is not None and message.startswith(f"{db} changed after build_database")
+    assert f"({size} bytes then, {size // 2} now)" in message
+    assert "--forcerun build_database" in message
+    store.build_database(db, **study, views=[_advice_views])
+    assert store.database_changed(db) is None
+    # overwritten in place, the same size: its modification time tells
+    stat = db.stat()
+    os.utime(db, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert store.database_changed(db) is not None

@@ -17,6 +17,7 @@ from cueaudit.errors import InputError  # noqa: E402
 from cueaudit.inference.backends import BACKENDS, inference_jobs  # noqa: E402
 from cueaudit.inference.preflight import check_models  # noqa: E402
 from cueaudit.slurm import check_slurm  # noqa: E402
+from cueaudit.store import database_changed  # noqa: E402
 from cueaudit.studies import STUDIES  # noqa: E402
 from cueaudit.study import enabled_studies  # noqa: E402
 

@@ -2,6 +2,13 @@
 # Its determinism table (each response shard's answers re-answered alone, read from the
 # shards' parquet metadata) is also written as CSV for the report.
 
+# A database changed after it was built (damaged, or written to) reruns nothing by itself:
+# say so where Snakemake was started.
+if not (workflow.remote_exec or workflow.subprocess_exec):
+    DATABASE_CHANGED = database_changed(DATABASE)
+    if DATABASE_CHANGED:
+        print(f"Warning: {DATABASE_CHANGED}", file=sys.stderr)
+
 
 rule build_database:
     input:
