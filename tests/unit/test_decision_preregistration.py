@@ -17,7 +17,9 @@ from cueaudit.decision.preregistration import (
     freeze,
     load_preregistration,
     read_lock,
+    stale_check,
     status,
+    write_check,
 )
 from cueaudit.errors import InputError
 
@@ -211,3 +213,19 @@ def test_a_malformed_file_is_never_locked(tmp_path: Path) -> None:
     bad.write_text(SHIPPED.read_text().replace("formats: [rate, decide, rank]", "formats: [vote]"))
     with pytest.raises(InputError, match="unknown format 'vote'"):
         load_preregistration(bad)
+
+
+def test_a_check_that_no_longer_describes_its_lock_is_stale(
+    study: Registration, tmp_path: Path
+) -> None:
+    lock, check = tmp_path / "results/lock", tmp_path / "results/checked"
+    write_check(study.preregistration, study.design, study.files, lock=lock, answers=[], out=check)
+    assert stale_check(check, lock) is None
+    record = json.loads(lock.read_text())
+    lock.write_text(json.dumps({**record, "locked_epoch": record["locked_epoch"] + 1}))
+    assert stale_check(check, lock) == f"{lock} changed after its check was written"
+    lock.unlink()
+    assert stale_check(check, lock) == f"{lock} was removed after its check was written"
+    # a check of an earlier version, which did not record the lock, is taken as it is
+    check.write_text(json.dumps({"lock": str(lock), "pre_registered": True, "reason": "x"}))
+    assert stale_check(check, lock) is None

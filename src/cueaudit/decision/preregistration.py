@@ -538,6 +538,32 @@ def write_check(
     registration = Registration(preregistration, design, files)
     freeze(registration, lock, answers=answers)
     state = status(registration, lock)
-    record = {"lock": str(lock), "pre_registered": state.pre_registered, "reason": state.reason}
+    record = {
+        "lock": str(lock),
+        "lock_sha256": file_sha256(lock),
+        "pre_registered": state.pre_registered,
+        "reason": state.reason,
+    }
     write_text(json.dumps(record, indent=2) + "\n", out)
     return state
+
+
+def stale_check(check: str | Path, lock: str | Path) -> str | None:
+    """Why the check the freeze rule wrote no longer describes ``lock`` (the lock was edited,
+    replaced or removed since), else None. The lock is never a rule's output, so Snakemake
+    cannot see it change: the workflow removes such a check, which reruns the freeze rule and
+    every analysis that reads the pre-registration in the same run."""
+    check_path, lock_path = Path(check), Path(lock)
+    if not check_path.is_file():
+        return None
+    try:
+        recorded = json.loads(check_path.read_text(encoding="utf-8")).get("lock_sha256")
+    except (ValueError, AttributeError, OSError):
+        return f"{check_path} is damaged"
+    if recorded is None:  # a check of an earlier version: it did not record the lock
+        return None
+    if not lock_path.is_file():
+        return f"{lock_path} was removed after its check was written"
+    if file_sha256(lock_path) != recorded:
+        return f"{lock_path} changed after its check was written"
+    return None
