@@ -17,6 +17,7 @@ from cueaudit.decision.preregistration import (
     freeze,
     load_preregistration,
     read_lock,
+    renew_check,
     stale_check,
     status,
     write_check,
@@ -224,6 +225,8 @@ def test_a_check_that_no_longer_describes_its_lock_is_stale(
     record = json.loads(lock.read_text())
     lock.write_text(json.dumps({**record, "locked_epoch": record["locked_epoch"] + 1}))
     assert stale_check(check, lock) == f"{lock} changed after its check was written"
+    renew_check(check, lock)
+    assert stale_check(check, lock) is None
     lock.unlink()
     assert stale_check(check, lock) == f"{lock} was removed after its check was written"
     # a check of an earlier version, which did not record the lock, is taken as it is

@@ -551,8 +551,9 @@ def write_check(
 def stale_check(check: str | Path, lock: str | Path) -> str | None:
     """Why the check the freeze rule wrote no longer describes ``lock`` (the lock was edited,
     replaced or removed since), else None. The lock is never a rule's output, so Snakemake
-    cannot see it change: the workflow removes such a check, which reruns the freeze rule and
-    every analysis that reads the pre-registration in the same run."""
+    cannot see it change: the workflow then renews the check (:func:`renew_check`), and every
+    analysis that reads the pre-registration, newer input in hand, recomputes its label from
+    the lock in the same run."""
     check_path, lock_path = Path(check), Path(lock)
     if not check_path.is_file():
         return None
@@ -567,3 +568,18 @@ def stale_check(check: str | Path, lock: str | Path) -> str | None:
     if file_sha256(lock_path) != recorded:
         return f"{lock_path} changed after its check was written"
     return None
+
+
+def renew_check(check: str | Path, lock: str | Path) -> None:
+    """Rewrite the check with the lock's digest as it is now (None when it is gone): a newer
+    check is what reruns the analyses, and a matching digest keeps the next run quiet."""
+    path, lock_path = Path(check), Path(lock)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        record = {"lock": str(lock_path)}
+    if not isinstance(record, dict):
+        record = {"lock": str(lock_path)}
+    record["lock_sha256"] = file_sha256(lock_path) if lock_path.is_file() else None
+    record["reason"] = "the lock changed after this check was written; the analyses read it again"
+    write_text(json.dumps(record, indent=2) + "\n", path)

@@ -7,7 +7,7 @@ from cueaudit.decision.design_settings import expected_counts, tier_summary  # n
 from cueaudit.decision.design_settings import expected_counts_by_cue  # noqa: E402
 from cueaudit.decision.build import design_tier_counts  # noqa: E402
 from cueaudit.decision.study import PREREGISTRATION_CHECK, REGISTERED_FILES  # noqa: E402
-from cueaudit.decision.preregistration import stale_check  # noqa: E402
+from cueaudit.decision.preregistration import renew_check, stale_check  # noqa: E402
 from cueaudit.decision.analysis.planner import PLAN_TABLES  # noqa: E402
 from cueaudit.decision.analysis.registry import ANALYSES as DECISION_ANALYSES  # noqa: E402
 from cueaudit.decision.analysis.registry import FIGURES as DECISION_FIGURES  # noqa: E402
@@ -25,13 +25,14 @@ UNCONFIRMED_REQUESTS = 1_000_000
 # with its message alone, before any design is printed or any job runs.
 stop_on_input_error(decision_study.sequential_arms, config)
 
-# A lock edited or removed after its check was written: the check goes, so this run redoes
-# it and every analysis that reads the pre-registration relabels its tables.
+# A lock edited or removed after its check was written: the check is renewed, so every
+# analysis that reads the pre-registration relabels its tables in this run (a missing check
+# would not rerun them: Snakemake reruns a job for a newer input, not for a missing one).
 if not (workflow.remote_exec or workflow.subprocess_exec):
     STALE_CHECK = stale_check(PREREGISTRATION_CHECK, PREREGISTRATION_LOCK)
     if STALE_CHECK:
-        Path(PREREGISTRATION_CHECK).unlink()
-        print(f"Note: {STALE_CHECK}: it is checked again in this run", file=sys.stderr)
+        renew_check(PREREGISTRATION_CHECK, PREREGISTRATION_LOCK)
+        print(f"Note: {STALE_CHECK}: the analyses read it again in this run", file=sys.stderr)
 
 
 def decision_config():
