@@ -266,7 +266,7 @@ def shards_warning(shards_by_task: Mapping[str, int], keys: Mapping[str, str]) -
     largest = sorted(shards_by_task.items(), key=lambda item: -item[1])[:3]
     named = "; ".join(f"{task}: {n} ({keys.get(task, 'shards')})" for task, n in largest)
     return (
-        f"{total} response shards, each its own jobs (on Slurm, submissions): {named}. "
+        f"{total} response shards, each with its own jobs (on Slurm, submissions): {named}. "
         "Fewer shards per task make fewer, longer jobs; a shard is worth its own job when its "
         "prompts take minutes"
     )

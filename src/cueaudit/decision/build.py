@@ -28,11 +28,7 @@ from cueaudit.decision.demographic_checks import (
     check_profile_texts,
     check_wordings,
 )
-from cueaudit.decision.design_settings import (
-    DesignSettings,
-    expected_counts_by_cue,
-    listed_cues,
-)
+from cueaudit.decision.design_settings import DesignSettings, expected_counts_by_cue
 from cueaudit.decision.formats import AID_DOMAIN, load_prompt_resources
 from cueaudit.decision.profiles import load_profiles, tier_counts
 from cueaudit.decision.prompts import build_decision_prompts
@@ -85,7 +81,9 @@ def write_decision_prompts(
     bundles pass the demographic check first."""
     profiles = load_profiles(profiles_path, profiles_format, strip_suffixes)  # type: ignore[arg-type]
     pairs = load_name_pairs(name_pairs_path)
-    cues = listed_cues(designs.values())
+    settings = [DesignSettings.of(design) for design in designs.values()]
+    cues = {cue for arm in settings for cue in arm.cues}
+    wordings = {arm.prompts: load_prompt_resources(arm.prompts) for arm in settings}
     listed = cue_types.first_name_list(cues, first_names_path or cue_types.DEFAULT_FIRST_NAMES)
     names = [*pairs["first"].to_list(), *pairs["last"].to_list(), *_drawn(listed, designs)]
     check = {
@@ -94,14 +92,14 @@ def write_decision_prompts(
         "audit_cues": audit_cues,
         "allowed": allowed_phrases,
     }
-    for design in designs.values():  # before the profile check, which would blame a profile
-        _check_labels(names, name_pairs_path, DesignSettings.of(design).prompts)
+    for prompts, wording in wordings.items():  # before the profile check, which would blame one
+        _check_labels(names, name_pairs_path, prompts, wording.candidate_labels)
     check_profile_texts(profiles, **check)
     hobbies = check_attribute_list(hobbies_path, **check)
     neighbourhoods = check_attribute_list(neighbourhoods_path, **check)
-    for prompts in {DesignSettings.of(design).prompts for design in designs.values()}:
-        check_wordings(load_prompt_resources(prompts), **check)
-    domains = {d for design in designs.values() for d in DesignSettings.of(design).domains}
+    for wording in wordings.values():
+        check_wordings(wording, **check)
+    domains = {d for arm in settings for d in arm.domains}
     profiles, appeals = with_aid(profiles, pairs, fairfund_stimuli_path, sorted(domains))
     translated = None
     if cue_types.DIALECT in cues:
@@ -194,10 +192,11 @@ def _naming_the_file(error: InputError, files: Mapping[str, str | Path]) -> Inpu
     return error
 
 
-def _check_labels(names: Sequence[str], name_pairs_path: str | Path, prompts: str) -> None:
+def _check_labels(
+    names: Sequence[str], name_pairs_path: str | Path, prompts: str, candidate_labels: Sequence[str]
+) -> None:
     """A name equal to a candidate label ("A") would read as a label in every ranking."""
-    resources = load_prompt_resources(prompts)
-    labels = {fold_text(label).casefold() for label in resources.candidate_labels}
+    labels = {fold_text(label).casefold() for label in candidate_labels}
     clash = sorted({n for n in names if fold_text(n).casefold() in labels})
     if clash:
         raise InputError(

@@ -16,7 +16,7 @@ order; the first that applies decides:
    indicates a 3");
 6. a number at the start ("4", "**4**", "4 - strong fit", "Four.", "4 - meets 3 of 4
    requirements"), unless another number follows it as in a range or a list ("3-4", "3 or
-   4", "Three, 4." go to rule 6); a leading "1." that opens a numbered list ("1. Excellent
+   4", "Three, 4." go to rule 7); a leading "1." that opens a numbered list ("1. Excellent
    1\n2. ...") is not a rating and gives 'several_ratings';
 7. otherwise the first sentence must hold exactly one number (numbers of years, percentages,
    ordinals and years such as 2024 do not count); several give 'several_ratings'.

@@ -21,9 +21,11 @@ DECISION_ANSWERS = {}  # filled on first use by decision_answers()
 # confirmed (decision.expected_requests)
 UNCONFIRMED_REQUESTS = 1_000_000
 
-# A pre-registered sequential top-up whose arm adds nothing to a cell it names stops here,
-# with its message alone, before any design is printed or any job runs.
-stop_on_input_error(decision_study.sequential_arms, config)
+# The top-up arms a pre-registered sequential plan names, read (and checked) once: one whose
+# arm adds nothing to a cell it names stops here, with its message alone, before any design
+# is printed or any job runs.
+SEQUENTIAL_ARMS = {}
+stop_on_input_error(lambda: SEQUENTIAL_ARMS.update(decision_study.sequential_arms(config)))
 
 # A lock edited or removed after its check was written: the check is renewed, so every
 # analysis that reads the pre-registration relabels its tables in this run (a missing check
@@ -112,11 +114,9 @@ def decision_registered_design():
 
 
 def decision_sequential_arms():
-    """The top-up arms a pre-registered sequential plan names, bound by the lock like the
-    primary design (nothing when the pre-registration has no plan); each must add rows to the
-    cells the plan names (cueaudit.decision.study.sequential_arms)."""
-    arms = decision_study.sequential_arms(config)
-    return {"sequential_arms": arms} if arms else {}
+    """The top-up arms a pre-registered sequential plan names (SEQUENTIAL_ARMS), bound by the
+    lock like the primary design (nothing when the pre-registration has no plan)."""
+    return {"sequential_arms": SEQUENTIAL_ARMS} if SEQUENTIAL_ARMS else {}
 
 
 def decision_answer_folders():
